@@ -1,0 +1,1 @@
+"""relbench built-in plugins: datasets (being written)."""

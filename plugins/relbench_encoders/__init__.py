@@ -1,0 +1,1 @@
+"""relbench built-in plugins: encoders (being written)."""

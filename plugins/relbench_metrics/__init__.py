@@ -1,0 +1,1 @@
+"""relbench built-in plugins: metrics (being written)."""

@@ -1,0 +1,1 @@
+"""relbench built-in plugins: param (being written)."""

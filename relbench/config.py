@@ -1,0 +1,460 @@
+"""tasks.yaml: loading, composition and validation.
+
+The schema (every key optional unless marked)::
+
+    suite:                       # defaults for every task
+      seeds: [0, 1, 2]           # list of ints
+      device: auto               # auto | cpu | cuda  (auto = cuda when available)
+      num_anchors: 300           # anchors per selector (int)
+      batch_size: 64             # encoding batch size (halved on CUDA out-of-memory)
+      metrics: [accuracy, weighted_f1]
+      output: results            # results store directory (relative to the YAML file)
+      leaderboards: leaderboards # where markdown leaderboards are written
+      cache_dir: null            # embedding cache; default $RELBENCH_CACHE_DIR or ~/.cache/relbench
+    include: [tasks/more.yaml]   # tasks of other files, appended (their suite: is ignored)
+    tasks:                       # required: a non-empty list
+      - name: digits-cross-seed  # required, unique
+        kind: stitching          # task kind plugin (default stitching), or {name:, params:}
+        description: text shown on the leaderboard page
+        dataset: digits          # required: dataset plugin, or {name:, params:}
+        encoders:                # required: list of encoder plugins, each
+          - {name: trained, label: mlp-s0, view: image, params: {arch: mlp, seed: 0}}
+        grid:                    # each a list of plugin specs; regularizers may hold `none`
+          selectors: [random, stratified]
+          similarities: [cosine]
+          stitchers: [relative, absolute]
+          regularizers: [none]
+        metrics, seeds, num_anchors, device, batch_size: override the suite's
+
+A plugin spec is a name (``cosine``) or a mapping ``{name: cosine, params: {...},
+label: cosine-centred}``; the label (default: the name, plus the parameters that differ
+from the defaults) is what results and leaderboards show. YAML anchors and aliases work
+for sharing blocks. Every error names the file, line and key path, what was expected and
+close matches for misspelt names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from relbench.errors import ConfigError, UnknownPlugin
+from relbench.plugins import Registry, did_you_mean
+
+SUITE_KEYS = {"seeds", "device", "num_anchors", "batch_size", "metrics", "output", "leaderboards", "cache_dir"}
+TOP_KEYS = {"suite", "include", "tasks"}
+TASK_KEYS = {"name", "kind", "description", "dataset", "encoders", "grid", "metrics", "seeds",
+             "num_anchors", "device", "batch_size"}
+GRID_KEYS = {"selectors": "selector", "similarities": "similarity", "stitchers": "stitcher",
+             "regularizers": "regularizer"}
+SPEC_KEYS = {"name", "params", "label"}
+ENCODER_KEYS = SPEC_KEYS | {"view"}
+NONE = "none"
+
+
+# ----------------------------------------------------------------------------- YAML with lines
+
+
+class _Map(dict):
+    """A mapping that remembers the line of each key (1-based)."""
+
+    line: int = 0
+    lines: dict
+
+
+class _Seq(list):
+    """A list that remembers the line of each item (1-based)."""
+
+    line: int = 0
+    lines: list
+
+
+class _LineLoader(yaml.SafeLoader):
+    def construct_mapping(self, node, deep=False):
+        mapping = _Map(super().construct_mapping(node, deep=True))
+        mapping.line = node.start_mark.line + 1
+        mapping.lines = {self.construct_object(k): k.start_mark.line + 1 for k, _ in node.value}
+        return mapping
+
+    def construct_sequence(self, node, deep=False):
+        seq = _Seq(super().construct_sequence(node, deep=True))
+        seq.line = node.start_mark.line + 1
+        seq.lines = [item.start_mark.line + 1 for item in node.value]
+        return seq
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _LineLoader.construct_mapping)
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _LineLoader.construct_sequence)
+
+
+@dataclass
+class _Where:
+    """A position in a YAML file, for error messages."""
+
+    file: Path
+    line: int
+    path: str
+
+    def child(self, key: Any, container: Any) -> _Where:
+        line = self.line
+        if isinstance(container, _Map):
+            line = container.lines.get(key, container.line)
+        elif isinstance(container, _Seq) and isinstance(key, int) and key < len(container.lines):
+            line = container.lines[key]
+        sep = f"[{key}]" if isinstance(key, int) else (f".{key}" if self.path else str(key))
+        return _Where(self.file, line, self.path + sep)
+
+    def error(self, message: str) -> ConfigError:
+        return ConfigError(f"{self.file}:{self.line}: at `{self.path or '<top>'}`: {message}")
+
+
+def _read_yaml(path: Path) -> Any:
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file. Pass the path of a tasks YAML file, e.g. `relbench run tasks.yaml`.")
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_LineLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{where}: malformed YAML: {problem}. Check indentation and quoting there.") from None
+
+
+# ----------------------------------------------------------------------------- parameter types
+
+
+def _type_ok(value: Any, tp: Any) -> bool:
+    """Whether a YAML value fits a parameter annotation."""
+    if tp is Any:
+        return True
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if origin is typing.Literal:
+        return value in typing.get_args(tp)
+    if origin in (list, tuple, typing.Sequence) or tp in (list, tuple):
+        args = typing.get_args(tp)
+        if not isinstance(value, list):
+            return False
+        inner = args[0] if args else Any
+        return all(_type_ok(v, inner) for v in value)
+    if origin is dict or tp is dict:
+        return isinstance(value, dict)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(tp, type):
+        return isinstance(value, tp)
+    return True
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp)).replace("NoneType", "null")
+
+
+def plugin_fields(cls: type) -> dict[str, tuple[Any, Any]]:
+    """Parameter name → (annotation, default) of a plugin class."""
+    if not dataclasses.is_dataclass(cls):
+        return {}
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for f in dataclasses.fields(cls):
+        if not f.init or f.name.startswith("_"):
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
+        out[f.name] = (hints.get(f.name, Any), default)
+    return out
+
+
+# ----------------------------------------------------------------------------- validated objects
+
+
+@dataclass
+class PluginSpec:
+    """One validated plugin choice: which class, with which parameters, shown as which label."""
+
+    interface: str
+    name: str
+    params: dict[str, Any]
+    label: str
+    cls: type | None = None
+
+    def build(self):
+        """A fresh instance of the plugin with these parameters."""
+        return self.cls(**self.params)
+
+    def full_params(self) -> dict[str, Any]:
+        """Every parameter, defaults included (what a result row records)."""
+        return self.build().params() if self.cls else {}
+
+
+@dataclass
+class EncoderSpec(PluginSpec):
+    """An encoder choice plus the data-set view it reads."""
+
+    view: str | None = None
+
+
+@dataclass
+class Task:
+    """One validated task."""
+
+    name: str
+    kind: PluginSpec
+    dataset: PluginSpec
+    encoders: list[EncoderSpec]
+    selectors: list[PluginSpec]
+    similarities: list[PluginSpec]
+    stitchers: list[PluginSpec]
+    regularizers: list[PluginSpec | None]
+    metrics: list[PluginSpec]
+    seeds: list[int]
+    num_anchors: int
+    device: str
+    batch_size: int
+    description: str = ""
+    file: str = ""
+
+
+@dataclass
+class Suite:
+    """A validated tasks file."""
+
+    file: Path
+    tasks: list[Task]
+    output: Path
+    leaderboards: Path
+    cache_dir: Path | None
+    device: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _check_keys(mapping: dict, allowed: set[str], where: _Where, what: str) -> None:
+    for key in mapping:
+        if key not in allowed:
+            raise where.child(key, mapping).error(
+                f"unknown {what} key {key!r}; {did_you_mean(str(key), sorted(allowed))}"
+            )
+
+
+def _expect(value: Any, tp: type | tuple, where: _Where, expected: str) -> Any:
+    if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+        raise where.error(f"expected {expected}, got {type(value).__name__} {value!r}.")
+    return value
+
+
+def _default_label(name: str, params: dict, fields: dict) -> str:
+    changed = {k: v for k, v in params.items() if k in fields and fields[k][1] != v}
+    if not changed:
+        return name
+    return name + "(" + ",".join(f"{k}={v}" for k, v in changed.items()) + ")"
+
+
+def _plugin_spec(raw: Any, interface: str, registry: Registry, where: _Where, view_ok: bool = False) -> PluginSpec:
+    allowed = ENCODER_KEYS if view_ok else SPEC_KEYS
+    if isinstance(raw, str):
+        raw = {"name": raw}
+    if not isinstance(raw, dict):
+        raise where.error(f"expected a {interface} name or a mapping with `name` and `params`, got {raw!r}.")
+    _check_keys(raw, allowed, where, f"{interface} spec")
+    if "name" not in raw:
+        raise where.error(f"a {interface} spec needs a `name`.")
+    name = raw["name"]
+    try:
+        cls = registry.get(interface, str(name))
+    except UnknownPlugin as exc:
+        raise where.child("name", raw).error(str(exc)) from None
+    params = raw.get("params") or {}
+    pwhere = where.child("params", raw)
+    _expect(params, dict, pwhere, "a mapping of parameter names to values")
+    fields = plugin_fields(cls)
+    for key, value in params.items():
+        kwhere = pwhere.child(key, params)
+        if key not in fields:
+            raise kwhere.error(
+                f"{interface} {name!r} has no parameter {key!r}; {did_you_mean(str(key), sorted(fields))}"
+            )
+        tp = fields[key][0]
+        if not _type_ok(value, tp):
+            raise kwhere.error(
+                f"parameter {key!r} of {interface} {name!r} expects {_type_name(tp)}, got {value!r}."
+            )
+    params = dict(params)
+    try:
+        cls(**params)
+    except (ValueError, TypeError) as exc:
+        raise pwhere.error(f"invalid parameters for {interface} {name!r}: {exc}") from None
+    label = str(raw.get("label") or _default_label(str(name), params, fields))
+    if view_ok:
+        view = raw.get("view")
+        if view is not None:
+            _expect(view, str, where.child("view", raw), "a view name (string)")
+        return EncoderSpec(interface, str(name), params, label, cls, view=view)
+    return PluginSpec(interface, str(name), params, label, cls)
+
+
+def _spec_list(raw: Any, interface: str, registry: Registry, where: _Where, allow_none: bool = False) -> list:
+    if isinstance(raw, (str, dict)):
+        raw = [raw]
+    _expect(raw, list, where, f"a list of {interface} specs")
+    if not raw:
+        raise where.error(f"expected at least one {interface}.")
+    out = []
+    for i, item in enumerate(raw):
+        if allow_none and item in (NONE, None):
+            out.append(None)
+        else:
+            out.append(_plugin_spec(item, interface, registry, where.child(i, raw)))
+    labels = [s.label if s else NONE for s in out]
+    dupes = {lbl for lbl in labels if labels.count(lbl) > 1}
+    if dupes:
+        raise where.error(f"duplicate {interface} labels {sorted(dupes)}; give each a distinct `label`.")
+    return out
+
+
+def _settings(raw: dict, defaults: dict, where: _Where) -> dict:
+    out = dict(defaults)
+    if "seeds" in raw:
+        seeds = raw["seeds"]
+        w = where.child("seeds", raw)
+        _expect(seeds, list, w, "a list of integer seeds, e.g. [0, 1, 2]")
+        if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+            raise w.error(f"expected a non-empty list of integer seeds, got {seeds!r}.")
+        out["seeds"] = list(seeds)
+    for key in ("num_anchors", "batch_size"):
+        if key in raw:
+            value = _expect(raw[key], int, where.child(key, raw), "a positive integer")
+            if value <= 0:
+                raise where.child(key, raw).error(f"expected a positive integer, got {value}.")
+            out[key] = value
+    if "device" in raw:
+        device = raw["device"]
+        if device not in ("auto", "cpu", "cuda") and not (isinstance(device, str) and device.startswith("cuda:")):
+            raise where.child("device", raw).error(f"expected auto, cpu or cuda, got {device!r}.")
+        out["device"] = device
+    return out
+
+
+def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
+    _expect(raw, dict, where, "a task mapping with name, dataset and encoders")
+    _check_keys(raw, TASK_KEYS, where, "task")
+    for key in ("name", "dataset", "encoders"):
+        if key not in raw:
+            raise where.error(f"task is missing the required key `{key}`.")
+    name = _expect(raw["name"], str, where.child("name", raw), "a task name (string)")
+    settings = _settings(raw, defaults, where)
+    kind = _plugin_spec(raw.get("kind", "stitching"), "task_kind", registry, where.child("kind", raw))
+    dataset = _plugin_spec(raw["dataset"], "dataset", registry, where.child("dataset", raw))
+    ewhere = where.child("encoders", raw)
+    _expect(raw["encoders"], list, ewhere, "a list of encoder specs")
+    if not raw["encoders"]:
+        raise ewhere.error("expected at least one encoder.")
+    encoders = [_plugin_spec(item, "encoder", registry, ewhere.child(i, raw["encoders"]), view_ok=True)
+                for i, item in enumerate(raw["encoders"])]
+    labels = [e.label for e in encoders]
+    if len(set(labels)) != len(labels):
+        raise ewhere.error(f"duplicate encoder labels {sorted({x for x in labels if labels.count(x) > 1})}; "
+                           f"give each encoder a distinct `label`.")
+    grid_raw = raw.get("grid") or {}
+    gwhere = where.child("grid", raw)
+    _expect(grid_raw, dict, gwhere, "a mapping with selectors, similarities, stitchers, regularizers")
+    _check_keys(grid_raw, set(GRID_KEYS), gwhere, "grid")
+    grid = {}
+    for key, interface in GRID_KEYS.items():
+        if key in grid_raw:
+            grid[key] = _spec_list(grid_raw[key], interface, registry, gwhere.child(key, grid_raw),
+                                   allow_none=key == "regularizers")
+        else:
+            grid[key] = [None] if key == "regularizers" else []
+    metrics = _spec_list(raw.get("metrics", settings["metrics"]), "metric", registry,
+                         where.child("metrics", raw) if "metrics" in raw else where)
+    description = raw.get("description", "")
+    _expect(description, str, where.child("description", raw), "a string")
+    return Task(name=name, kind=kind, dataset=dataset, encoders=encoders, selectors=grid["selectors"],
+                similarities=grid["similarities"], stitchers=grid["stitchers"],
+                regularizers=grid["regularizers"], metrics=metrics, seeds=settings["seeds"],
+                num_anchors=settings["num_anchors"], device=settings["device"],
+                batch_size=settings["batch_size"], description=description, file=str(where.file))
+
+
+def _collect_tasks(path: Path, registry: Registry, defaults: dict, seen: set[Path]) -> list[Task]:
+    raw = _read_yaml(path)
+    where = _Where(path, 1, "")
+    if raw is None:
+        raise where.error("the file is empty; expected a mapping with a `tasks:` list.")
+    _expect(raw, dict, where, "a mapping with `suite:` and `tasks:`")
+    _check_keys(raw, TOP_KEYS, where, "top-level")
+    tasks = []
+    if "tasks" in raw:
+        twhere = where.child("tasks", raw)
+        _expect(raw["tasks"], list, twhere, "a list of tasks")
+        tasks = [_task(t, defaults, registry, twhere.child(i, raw["tasks"])) for i, t in enumerate(raw["tasks"])]
+    for i, inc in enumerate(raw.get("include") or []):
+        iwhere = where.child("include", raw).child(i, raw["include"])
+        _expect(inc, str, iwhere, "a path to another tasks file")
+        sub = (path.parent / inc).resolve()
+        if sub in seen:
+            raise iwhere.error(f"{inc} is included twice (or includes itself).")
+        if not sub.is_file():
+            raise iwhere.error(f"included file {sub} does not exist.")
+        seen.add(sub)
+        tasks += _collect_tasks(sub, registry, defaults, seen)
+    return tasks
+
+
+def load_suite(path: str | Path, registry: Registry) -> Suite:
+    """Read, compose and validate a tasks file; raise :class:`ConfigError` on any problem."""
+    path = Path(path)
+    raw = _read_yaml(path)
+    where = _Where(path, 1, "")
+    if raw is None:
+        raise where.error("the file is empty; expected a mapping with a `tasks:` list.")
+    _expect(raw, dict, where, "a mapping with `suite:` and `tasks:`")
+    _check_keys(raw, TOP_KEYS, where, "top-level")
+    suite_raw = raw.get("suite") or {}
+    swhere = where.child("suite", raw)
+    _expect(suite_raw, dict, swhere, "a mapping of suite defaults")
+    _check_keys(suite_raw, SUITE_KEYS, swhere, "suite")
+    defaults = _settings(suite_raw, {"seeds": [0, 1, 2], "num_anchors": 300, "device": "auto",
+                                     "batch_size": 64}, swhere)
+    defaults["metrics"] = suite_raw.get("metrics", ["accuracy", "weighted_f1"])
+    if "tasks" not in raw and "include" not in raw:
+        raise where.error("no `tasks:` list (and no `include:`); nothing to run.")
+    tasks = _collect_tasks(path, registry, defaults, {path.resolve()})
+    if not tasks:
+        raise where.child("tasks", raw).error("the task list is empty.")
+    names = [t.name for t in tasks]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise where.child("tasks", raw).error(f"duplicate task names {dupes}; task names must be unique.")
+
+    def _dir(key: str, default: str | None) -> Path | None:
+        value = suite_raw.get(key, default)
+        if value is None:
+            return None
+        _expect(value, str, swhere.child(key, suite_raw), "a directory path")
+        return (path.parent / value).resolve()
+
+    return Suite(file=path, tasks=tasks, output=_dir("output", "results"),
+                 leaderboards=_dir("leaderboards", "leaderboards"), cache_dir=_dir("cache_dir", None),
+                 device=defaults["device"])

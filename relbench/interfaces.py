@@ -1,0 +1,493 @@
+"""The interfaces every relbench plugin implements, and the data they exchange.
+
+A plugin is a small ``@dataclass`` subclass of one of the interface classes below. Its
+dataclass fields *are* its parameters: tasks.yaml sets them by name, relbench validates
+their types before any work starts, ``relbench plugins`` lists them with their defaults,
+and every result row records them. A plugin class is made available by returning it from
+the matching hook in :mod:`relbench.hookspecs`.
+
+Shapes used throughout: ``X`` is an ``n × d`` float32 tensor of embeddings from one
+encoder (a *bank*), ``A`` a ``k × d`` tensor of that bank's anchors, and ``rel(X)`` the
+``n × k`` relative representation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+# --------------------------------------------------------------------------------------
+# Base class and data containers
+# --------------------------------------------------------------------------------------
+
+
+class Plugin:
+    """Base of every plugin class.
+
+    Subclasses are dataclasses: each field is a documented parameter with a default.
+    ``name`` is the name tasks.yaml uses to pick the plugin; the class docstring is what
+    ``relbench plugins`` shows, so its first line must say what the method is.
+    """
+
+    name: ClassVar[str] = ""
+    #: the interface this plugin implements, set on each interface class below
+    interface: ClassVar[str] = ""
+
+    def params(self) -> dict[str, Any]:
+        """The parameters of this instance as a plain dict (recorded in every row)."""
+        if dataclasses.is_dataclass(self):
+            return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {}
+
+
+@dataclass
+class Split:
+    """One split of a data set.
+
+    ``ids`` are stable sample identifiers (strings), shared by every view of a sample,
+    so parallel anchors can be chosen by id. ``labels`` are integer class indices (or
+    ``None`` for unlabelled data). ``views`` maps a view name (``"image"``, ``"en"``,
+    ``"es"``, ``"word"`` …) to the items of that view, aligned with ``ids``: images as
+    ``PIL.Image`` or ``uint8`` arrays, text as ``str``.
+    """
+
+    ids: list[str]
+    labels: np.ndarray | None
+    views: dict[str, Sequence[Any]]
+
+    def __post_init__(self) -> None:
+        for view, items in self.views.items():
+            if len(items) != len(self.ids):
+                raise ValueError(
+                    f"view {view!r} has {len(items)} items but the split has {len(self.ids)} ids"
+                )
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class DatasetData:
+    """What a :class:`Dataset` plugin returns: splits, classes, views, fingerprint.
+
+    ``view_modalities`` maps each view to ``"image"``, ``"text"`` or ``"word"`` so the
+    runner can check that an encoder reads a view it understands. ``fingerprint`` is a
+    stable hash of the content (it keys the embedding cache). ``ordinal`` marks labels
+    whose order means something (MAE is then meaningful).
+    """
+
+    name: str
+    splits: dict[str, Split]
+    class_names: list[str]
+    view_modalities: dict[str, str]
+    fingerprint: str
+    ordinal: bool = False
+
+    @property
+    def views(self) -> list[str]:
+        """The view names, in declaration order."""
+        return list(self.view_modalities)
+
+
+@dataclass
+class Bank:
+    """Embeddings of one encoder on one split: the unit the methods work on.
+
+    ``X`` is ``n × d`` float32 on the run's device; row ``i`` belongs to ``ids[i]``.
+    """
+
+    encoder: str
+    split: str
+    X: torch.Tensor
+    ids: list[str]
+    labels: torch.Tensor | None = None
+    _index: dict[str, int] | None = field(default=None, repr=False)
+
+    @property
+    def dim(self) -> int:
+        """Width ``d`` of the embeddings."""
+        return int(self.X.shape[1])
+
+    def rows(self, ids: Sequence[str]) -> torch.Tensor:
+        """The embeddings of the given sample ids, in that order (``KeyError`` if absent)."""
+        if self._index is None:
+            self._index = {sid: i for i, sid in enumerate(self.ids)}
+        idx = torch.tensor([self._index[s] for s in ids], device=self.X.device)
+        return self.X.index_select(0, idx)
+
+
+def progress_bar(iterable=None, **kwargs):
+    """A tqdm progress bar with relbench's defaults (what plugins should use)."""
+    from tqdm.auto import tqdm
+
+    kwargs.setdefault("leave", False)
+    kwargs.setdefault("dynamic_ncols", True)
+    kwargs.setdefault("mininterval", 0.5)
+    return tqdm(iterable, **kwargs)
+
+
+# --------------------------------------------------------------------------------------
+# Dataset
+# --------------------------------------------------------------------------------------
+
+
+class Dataset(Plugin, ABC):
+    """A source of samples: splits with stable ids, labels, class names and views."""
+
+    interface: ClassVar[str] = "dataset"
+
+    @abstractmethod
+    def load(self) -> DatasetData:
+        """Load (or read from the asset cache) and return the data set.
+
+        Must be deterministic for fixed parameters. A missing package or file raises
+        :class:`relbench.errors.MissingAsset` naming the exact install command.
+        """
+
+
+# --------------------------------------------------------------------------------------
+# Encoder
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class EncoderContext:
+    """What the runner tells an encoder about where and what it encodes.
+
+    ``train`` is the task's training split and ``view`` the view the encoder reads, for
+    encoders that learn from data (trained nets, word vectors). ``cache_dir`` is where an
+    encoder may keep converted weights or trained tables across runs.
+    """
+
+    device: torch.device
+    view: str
+    dataset: DatasetData
+    train: Split
+    cache_dir: Any  # pathlib.Path
+    batch_size: int = 64
+    num_workers: int = 0
+
+
+class Encoder(Plugin, ABC):
+    """Turns the items of one view into embeddings (``n × d`` float32).
+
+    The runner calls :meth:`fingerprint` first, to look the embeddings up in the cache;
+    only on a miss does it call :meth:`setup` and then :meth:`encode` once per split.
+    """
+
+    interface: ClassVar[str] = "encoder"
+    #: the view modalities this encoder can read ("image", "text", "word"); empty = any
+    modalities: ClassVar[tuple[str, ...]] = ()
+
+    def fingerprint(self, ctx: EncoderContext) -> str:
+        """A string that changes whenever the weights would (e.g. a hash of the weight
+        file). Must be cheap: it is called on every run, before :meth:`setup`. The
+        default covers encoders whose weights are fully determined by their parameters."""
+        return ""
+
+    def setup(self, ctx: EncoderContext) -> None:
+        """Load weights, or train on ``ctx.train`` for encoders that learn. Called at
+        most once per run, only when some split is not cached."""
+
+    @abstractmethod
+    def encode(self, items: Sequence[Any], ctx: EncoderContext) -> torch.Tensor:
+        """Embed ``items`` (one view's items, in order) and return ``len(items) × d``
+        float32. Batch internally and show a :func:`progress_bar` with samples/s."""
+
+
+# --------------------------------------------------------------------------------------
+# Anchor selection
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Anchors:
+    """An anchor *recipe* that every bank can realise.
+
+    ``ids`` are sample ids in the anchor pool: the task's training split when ``pool``
+    is ``"train"``, or another data set (out-of-domain anchors) named by ``pool`` and
+    encoded by the runner with every encoder. ``weights`` (``m × len(ids)``), when set,
+    mixes those rows (PARAM); otherwise the anchors are the rows themselves.
+    """
+
+    ids: list[str]
+    pool: str = "train"
+    weights: torch.Tensor | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ids) if self.weights is None else int(self.weights.shape[0])
+
+    def realise(self, pool_bank: Bank) -> torch.Tensor:
+        """The ``k × d`` anchor matrix of one bank."""
+        rows = pool_bank.rows(self.ids)
+        if self.weights is None:
+            return rows
+        return self.weights.to(rows.device, rows.dtype) @ rows
+
+
+@dataclass
+class AnchorContext:
+    """What a selector may look at.
+
+    ``banks`` are the training banks of the encoders the selector may learn from (the
+    held-out encoder of a zero-shot evaluation is *not* in it; ``excluded`` names it).
+    ``pool_banks(name)`` encodes another data set with every encoder (cached) and
+    returns its training banks, for out-of-domain anchors. ``views`` maps encoder to
+    the view it reads.
+    """
+
+    num_anchors: int
+    seed: int
+    ids: list[str]
+    labels: np.ndarray | None
+    banks: dict[str, Bank]
+    excluded: frozenset[str]
+    device: torch.device
+    views: dict[str, str]
+    pool_banks: Callable[[str], dict[str, Bank]]
+    generator: torch.Generator | None = None
+
+
+class AnchorSelector(Plugin, ABC):
+    """Chooses the anchors: a recipe (:class:`Anchors`) usable in every bank."""
+
+    interface: ClassVar[str] = "selector"
+    #: True when the choice depends on the embeddings (fps, PARAM): the runner then
+    #: selects again for every held-out encoder and never shows it that encoder's bank.
+    learns_from_banks: ClassVar[bool] = False
+
+    @abstractmethod
+    def select(self, ctx: AnchorContext) -> Anchors:
+        """Return the anchors for this seed (deterministic given ``ctx.seed``)."""
+
+
+# --------------------------------------------------------------------------------------
+# Similarity (relative projection)
+# --------------------------------------------------------------------------------------
+
+
+class Similarity(Plugin, ABC):
+    """A relative projection: ``(X, A) → rel`` (``n × k``), differentiable.
+
+    The runner makes one copy per bank and calls :meth:`fit` on that bank's training
+    embeddings (for statistics such as per-dimension moments or a covariance), then
+    :meth:`project` as often as needed.
+    """
+
+    interface: ClassVar[str] = "similarity"
+
+    def fit(self, X: torch.Tensor) -> None:
+        """Fit per-bank statistics on the training embeddings (default: none)."""
+
+    @abstractmethod
+    def project(self, X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+        """Relative representation of ``X`` with respect to anchors ``A``: ``n × k``."""
+
+
+# --------------------------------------------------------------------------------------
+# Regularizer
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class RegularizerBatch:
+    """One training batch, as a regularizer sees it.
+
+    ``embeddings`` maps bank name → the (possibly adapted) absolute embeddings of the
+    batch, before the relative projection; ``relative`` → their relative features;
+    rows are the same samples in every bank. ``labels`` are the batch's classes.
+    """
+
+    labels: torch.Tensor
+    embeddings: dict[str, torch.Tensor]
+    relative: dict[str, torch.Tensor]
+
+
+class Regularizer(Plugin, ABC):
+    """An extra loss term added while a head (and its adapter) trains."""
+
+    interface: ClassVar[str] = "regularizer"
+    #: True when the regularizer acts on a trainable adapter in front of the frozen
+    #: encoder (the stitcher then inserts one)
+    needs_adapter: ClassVar[bool] = False
+
+    def batch_shape(self) -> tuple[int, int] | None:
+        """``(classes, samples per class)`` when the loss needs class-balanced batches."""
+        return None
+
+    @abstractmethod
+    def loss(self, batch: RegularizerBatch) -> torch.Tensor:
+        """A scalar loss (already weighted) for this batch."""
+
+
+# --------------------------------------------------------------------------------------
+# Stitcher
+# --------------------------------------------------------------------------------------
+
+
+class NotAchievable(Exception):
+    """Raised by :meth:`Stitcher.predict` when a pair cannot be stitched by design
+    (e.g. an absolute head fed embeddings of another width). Recorded as *not
+    achievable*, never as a score of 0."""
+
+
+@dataclass
+class StitchSide:
+    """One encoder's side of a stitch: its banks, anchors and fitted similarity."""
+
+    encoder: str
+    train: Bank
+    test: Bank
+    anchors: torch.Tensor | None
+    similarity: Similarity | None
+
+
+@dataclass
+class FitContext:
+    """Everything a stitcher needs to train, apart from the target bank.
+
+    ``modality`` is the modality of the target's view (text heads train differently
+    from vision heads in the reference code). ``regularizers`` are already configured.
+    """
+
+    seed: int
+    device: torch.device
+    num_classes: int
+    modality: str
+    regularizers: list[Regularizer]
+    amp: bool = False
+
+
+@dataclass
+class Prediction:
+    """Output of :meth:`Stitcher.predict`: class scores and per-cell diagnostics.
+
+    ``logits`` is ``n × C`` for the source's test split; ``extras`` holds extra
+    per-cell numbers (e.g. IRP's reconstruction cosine) recorded as metrics.
+    """
+
+    logits: torch.Tensor
+    extras: dict[str, float] = field(default_factory=dict)
+
+
+class Stitcher(Plugin, ABC):
+    """Fits a decoder on the target (decoder-side) bank, then predicts for any source.
+
+    The runner calls :meth:`fit` once per target and :meth:`predict` once per source:
+    E encoders cost E fits and E² predictions.
+    """
+
+    interface: ClassVar[str] = "stitcher"
+    #: False when the similarity plays no part (absolute heads, IRP, Procrustes): the
+    #: grid then does not repeat the stitcher for every similarity
+    uses_similarity: ClassVar[bool] = True
+    #: False when anchors play no part (the absolute baseline)
+    uses_anchors: ClassVar[bool] = True
+    #: True when regularizers apply to its training
+    accepts_regularizers: ClassVar[bool] = False
+    #: True when the translation needs both spaces at fit time (Procrustes, affine)
+    needs_both_spaces: ClassVar[bool] = False
+    #: True for reference stitchers that are only evaluated on their own bank
+    diagonal_only: ClassVar[bool] = False
+
+    @abstractmethod
+    def fit(self, target: StitchSide, ctx: FitContext) -> None:
+        """Train on ``target.train`` (labels in ``target.train.labels``)."""
+
+    @abstractmethod
+    def predict(self, source: StitchSide) -> Prediction:
+        """Predict the classes of ``source.test``; raise :class:`NotAchievable` when
+        the pair cannot be stitched by design."""
+
+
+# --------------------------------------------------------------------------------------
+# Metric
+# --------------------------------------------------------------------------------------
+
+
+class Metric(Plugin, ABC):
+    """A score computed from targets and predictions (class indices by default)."""
+
+    interface: ClassVar[str] = "metric"
+    higher_is_better: ClassVar[bool] = True
+
+    @abstractmethod
+    def compute(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
+        """Return the score as a float."""
+
+
+# --------------------------------------------------------------------------------------
+# Task kind
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class ResultRow:
+    """One long-format result: a metric value for one cell of one combination."""
+
+    metric: str
+    value: float | None
+    source: str = "-"
+    target: str = "-"
+    selector: str = "-"
+    similarity: str = "-"
+    stitcher: str = "-"
+    regularizer: str = "-"
+    status: str = "ok"  # ok | not_achievable | error
+    error: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class TaskKind(Plugin, ABC):
+    """A protocol of evaluation (stitching, word neighbourhoods, reconstruction …).
+
+    Its fields are the task-level parameters tasks.yaml may set under ``params:``. The
+    runner hands it a :class:`relbench.runner.TaskRun`, which gives cached banks,
+    anchors, configured plugins and a results sink that skips finished work.
+    """
+
+    interface: ClassVar[str] = "task_kind"
+
+    @abstractmethod
+    def run(self, run: Any) -> None:
+        """Evaluate the task, emitting result rows through ``run.unit(...)``."""
+
+
+#: every interface class, by the key hookspecs and tasks.yaml use
+INTERFACES: Mapping[str, type[Plugin]] = {
+    cls.interface: cls
+    for cls in (Dataset, Encoder, AnchorSelector, Similarity, Stitcher, Regularizer, Metric, TaskKind)
+}
+
+__all__ = [
+    "INTERFACES",
+    "AnchorContext",
+    "AnchorSelector",
+    "Anchors",
+    "Bank",
+    "Dataset",
+    "DatasetData",
+    "Encoder",
+    "EncoderContext",
+    "FitContext",
+    "Metric",
+    "NotAchievable",
+    "Plugin",
+    "Prediction",
+    "Regularizer",
+    "RegularizerBatch",
+    "ResultRow",
+    "Similarity",
+    "Split",
+    "StitchSide",
+    "Stitcher",
+    "TaskKind",
+    "progress_bar",
+]

@@ -1,0 +1,134 @@
+"""The plugin registry: entry-point discovery, names, conflicts and did-you-mean.
+
+Plugins are modules registered under the ``relbench`` entry-point group; built-in ones
+use the same mechanism as third-party ones. Set ``RELBENCH_DISABLE_PLUGINS`` (or pass
+``--disable``) to a comma-separated list of entry-point names (a whole package) or
+plugin names (one class, optionally as ``interface:name``) to switch them off.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from types import ModuleType
+
+import pluggy
+
+from relbench import hookspecs
+from relbench.errors import PluginConflict, UnknownPlugin
+from relbench.interfaces import INTERFACES, Plugin
+
+ENTRY_POINT_GROUP = "relbench"
+DISABLE_ENV = "RELBENCH_DISABLE_PLUGINS"
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A plugin class with where it came from."""
+
+    cls: type[Plugin]
+    source: str  # entry-point name
+    package: str  # distribution name and version, e.g. "relbench 0.1.0"
+
+    @property
+    def summary(self) -> str:
+        """First line of the class docstring."""
+        return (self.cls.__doc__ or "").strip().splitlines()[0] if self.cls.__doc__ else ""
+
+
+def did_you_mean(name: str, choices: list[str]) -> str:
+    """A 'did you mean …?' clause listing close matches (or all choices if few)."""
+    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.5)
+    if close:
+        return "did you mean " + " or ".join(repr(c) for c in close) + "?"
+    if choices:
+        return "available: " + ", ".join(sorted(choices)) + "."
+    return "none are installed."
+
+
+class Registry:
+    """Every plugin class, per interface, by name."""
+
+    def __init__(self, modules: list[tuple[str, ModuleType, str]], disabled: set[str] = frozenset()):
+        """``modules``: (entry-point name, module, "dist version") triples."""
+        self.pm = pluggy.PluginManager("relbench")
+        self.pm.add_hookspecs(hookspecs)
+        self.disabled = set(disabled)
+        self.by_interface: dict[str, dict[str, Registered]] = {k: {} for k in INTERFACES}
+        packages = {}
+        for ep_name, module, package in modules:
+            if ep_name not in self.disabled:
+                self.pm.register(module, name=ep_name)
+                packages[ep_name] = package
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            raise PluginConflict(
+                f"A plugin implements a hook relbench does not define: {exc}. Hook names are "
+                f"listed in relbench.hookspecs."
+            ) from None
+        for hook_name, interface in hookspecs.HOOK_INTERFACES.items():
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+                for cls in impl.function() or []:
+                    self._add(interface, Registered(cls, impl.plugin_name, packages[impl.plugin_name]))
+
+    def _add(self, interface: str, reg: Registered) -> None:
+        expected = INTERFACES[interface]
+        if not (isinstance(reg.cls, type) and issubclass(reg.cls, expected)):
+            raise PluginConflict(
+                f"Plugin package {reg.package!r} (entry point {reg.source!r}) returned {reg.cls!r} "
+                f"from its {interface} hook, which is not a subclass of {expected.__name__}. "
+                f"Fix the plugin, or disable it with {DISABLE_ENV}={reg.source}."
+            )
+        name = reg.cls.name
+        if not name:
+            raise PluginConflict(f"{reg.cls.__qualname__} from {reg.package!r} has no `name`.")
+        if name in self.disabled or f"{interface}:{name}" in self.disabled:
+            return
+        table = self.by_interface[interface]
+        if name in table:
+            other = table[name]
+            raise PluginConflict(
+                f"Two plugins claim the {interface} name {name!r}: {other.cls.__qualname__} from "
+                f"{other.package} (entry point {other.source!r}) and {reg.cls.__qualname__} from "
+                f"{reg.package} (entry point {reg.source!r}). Uninstall one, or disable one with "
+                f"{DISABLE_ENV}={other.source} (whole package) or {DISABLE_ENV}={interface}:{name}."
+            )
+        table[name] = reg
+
+    def get(self, interface: str, name: str, where: str = "") -> type[Plugin]:
+        """The class registered as ``name``; :class:`UnknownPlugin` with suggestions."""
+        table = self.by_interface[interface]
+        if name in table:
+            return table[name].cls
+        where = f"{where}: " if where else ""
+        raise UnknownPlugin(
+            f"{where}unknown {interface} {name!r}; {did_you_mean(name, list(table))} "
+            f"Run `relbench plugins` to list what is installed."
+        )
+
+    def names(self, interface: str) -> list[str]:
+        """Registered names of one interface, sorted."""
+        return sorted(self.by_interface[interface])
+
+
+def _discover() -> list[tuple[str, ModuleType, str]]:
+    found = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(ep, "dist", None)
+        package = f"{dist.name} {dist.version}" if dist is not None else "?"
+        found.append((ep.name, ep.load(), package))
+    return found
+
+
+def disabled_from_env(extra: list[str] | None = None) -> set[str]:
+    """Names switched off by ``RELBENCH_DISABLE_PLUGINS`` and ``--disable``."""
+    names = [n.strip() for n in os.environ.get(DISABLE_ENV, "").split(",") if n.strip()]
+    return set(names) | set(extra or [])
+
+
+def load_registry(disable: list[str] | None = None) -> Registry:
+    """Build the registry from every installed ``relbench`` entry point."""
+    return Registry(_discover(), disabled_from_env(disable))
