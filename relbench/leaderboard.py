@@ -1,0 +1,300 @@
+"""Markdown leaderboards, rendered from the results store alone.
+
+One page per task (``<task>.md``; its task kind renders the body) and an index
+(``README.md``) with each task's best combination and a cross-task ranking of methods.
+Figures go to ``figures/<task>/``. Nothing here recomputes a result: delete the
+leaderboards folder and ``relbench leaderboard`` writes the same pages again.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tabulate import tabulate
+
+from relbench.cache import atomic_write_bytes
+from relbench.plugins import Registry
+from relbench.results import ResultStore
+
+COMBO = ["selector", "similarity", "stitcher", "regularizer"]
+LOWER_IS_BETTER = {"mae", "mse", "condition_number"}
+
+
+@dataclass
+class Page:
+    """Where one task's page and figures go."""
+
+    root: Path
+    task: str
+
+    def figure(self, filename: str) -> tuple[Path, str]:
+        """``(path to write, markdown-relative link)`` of a figure of this page."""
+        folder = self.root / "figures" / self.task
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / filename, f"figures/{self.task}/{filename}"
+
+
+def fmt(mean: float, std: float | None = None, scale: float = 1.0) -> str:
+    """``mean ± std`` with sensible digits; ``n/a`` for missing values."""
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "n/a"
+    if std is None or (isinstance(std, float) and math.isnan(std)):
+        return f"{mean * scale:.3f}"
+    return f"{mean * scale:.3f} ± {std * scale:.3f}"
+
+
+def arrow(metric: str) -> str:
+    """↑ or ↓ after a metric name, by its direction."""
+    return f"{metric} {'↓' if metric in LOWER_IS_BETTER else '↑'}"
+
+
+def metric_order(df: pd.DataFrame) -> list[str]:
+    """Metrics in the order they were emitted (the task's order), errors excluded."""
+    return [m for m in pd.unique(df["metric"]) if m != "error"]
+
+
+def combo_label(row) -> str:
+    """A readable combination label from the four grid columns."""
+    return " · ".join(str(row[c]) for c in COMBO if row[c] not in (None, "-"))
+
+
+def is_reference(df: pd.DataFrame) -> pd.Series:
+    """Rows produced by reference stitchers (absolute heads, non-stitched)."""
+    return df["extra"].map(lambda e: isinstance(e, dict) and e.get("role") == "reference")
+
+
+# ----------------------------------------------------------------------------- stitching pages
+
+
+def stitching_scores(df: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per combination: stitched (off-diagonal) and own-space (diagonal) means ± std over seeds,
+    and achievable pairs."""
+    d = df[df["metric"] == metric].copy()
+    d["diag"] = d["source"] == d["target"]
+    out = []
+    for combo, g in d.groupby(COMBO, sort=False, dropna=False):
+        off, diag = g[~g["diag"]], g[g["diag"]]
+        ok_off = off[off["status"] == "ok"]
+        per_seed = ok_off.groupby("seed")["value"].mean()
+        own = diag[diag["status"] == "ok"].groupby("seed")["value"].mean()
+        pairs = off.drop_duplicates(["source", "target"])
+        achievable = ok_off.drop_duplicates(["source", "target"])
+        out.append({**dict(zip(COMBO, combo)), "stitched": per_seed.mean() if len(per_seed) else np.nan,
+                    "stitched_std": per_seed.std(ddof=0) if len(per_seed) > 1 else np.nan,
+                    "own": own.mean() if len(own) else np.nan,
+                    "own_std": own.std(ddof=0) if len(own) > 1 else np.nan,
+                    "achievable": f"{len(achievable)}/{len(pairs)}" if len(pairs) else "-",
+                    "reference": bool(is_reference(g).any()), "seeds": len(per_seed) or len(own)})
+    return pd.DataFrame(out)
+
+
+def _heatmap(df: pd.DataFrame, metric: str, combo: dict, page: Page, title: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = df[(df["metric"] == metric)]
+    for c in COMBO:
+        d = d[d[c] == combo[c]]
+    encoders = list(pd.unique(pd.concat([d["target"], d["source"]])))
+    M = np.full((len(encoders), len(encoders)), np.nan)
+    for (src, tgt), g in d.groupby(["source", "target"]):
+        ok = g[g["status"] == "ok"]["value"]
+        if len(ok):
+            M[encoders.index(src), encoders.index(tgt)] = ok.mean()
+    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(encoders), 1.0 + 0.8 * len(encoders)))
+    im = ax.imshow(np.ma.masked_invalid(M), cmap="viridis", vmin=np.nanmin(M) if np.isfinite(M).any() else 0,
+                   vmax=np.nanmax(M) if np.isfinite(M).any() else 1)
+    ax.set_facecolor("#cccccc")
+    for i in range(len(encoders)):
+        for j in range(len(encoders)):
+            ax.text(j, i, "n/a" if np.isnan(M[i, j]) else f"{M[i, j]:.2f}", ha="center", va="center",
+                    color="white" if np.isnan(M[i, j]) or M[i, j] < np.nanmean(M) else "black", fontsize=8)
+    ax.set_xticks(range(len(encoders)), encoders, rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(range(len(encoders)), encoders, fontsize=8)
+    ax.set_xlabel("decoder (target)")
+    ax.set_ylabel("encoder (source)")
+    ax.set_title(title, fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()[:60]
+    path, link = page.figure(f"heatmap-{slug}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return link
+
+
+def stitching_page(df: pd.DataFrame, page: Page) -> str:
+    """Body of a stitching task's page."""
+    metrics = metric_order(df)
+    if not metrics:
+        return "_No finished results yet._\n"
+    primary = metrics[0]
+    scores = {m: stitching_scores(df, m) for m in metrics}
+    base = scores[primary]
+    reverse = primary not in LOWER_IS_BETTER
+    methods = base[~base["reference"]].sort_values("stitched", ascending=not reverse, na_position="last")
+    refs = base[base["reference"]]
+    lines = []
+
+    def rows_for(table: pd.DataFrame, numbered: bool) -> list[list[str]]:
+        out = []
+        best = table["stitched"].max() if reverse else table["stitched"].min()
+        for rank, (_, r) in enumerate(table.iterrows(), 1):
+            stitched = fmt(r["stitched"], r["stitched_std"])
+            if numbered and r["stitched"] == best and not math.isnan(best):
+                stitched = f"**{stitched}**"
+            row = ([rank] if numbered else []) + [r[c] for c in COMBO] + [stitched]
+            for m in metrics[1:]:
+                other = scores[m]
+                match = other[(other[COMBO] == r[COMBO]).all(axis=1)]
+                row.append(fmt(match["stitched"].iloc[0], match["stitched_std"].iloc[0]) if len(match) else "n/a")
+            row += [fmt(r["own"], r["own_std"]), r["achievable"]]
+            out.append(row)
+        return out
+
+    headers = ["selector", "similarity", "stitcher", "regularizer", f"stitched {arrow(primary)}"] + \
+        [f"stitched {arrow(m)}" for m in metrics[1:]] + [f"own space {arrow(primary)}", "achievable pairs"]
+    extras_cols = [m for m in metrics if m not in ("accuracy", "weighted_f1", "macro_f1", "mae", "mse")]
+    lines.append(f"### Ranking by stitched {primary} (mean over encoder pairs; mean ± std over seeds)\n")
+    lines.append("*stitched*: decoder fitted on one encoder, evaluated zero-shot on another (off-diagonal "
+                 "pairs); *own space*: the same decoder on its own encoder (diagonal); *achievable pairs*: "
+                 "off-diagonal pairs the method can evaluate at all.\n")
+    lines.append(tabulate(rows_for(methods, True), headers=["#"] + headers, tablefmt="pipe", disable_numparse=True))
+    if len(refs):
+        lines.append("\n### Reference rows\n")
+        lines.append("Absolute heads (no translation) and the non-stitched upper bound (each decoder on its own "
+                     "encoder).\n")
+        lines.append(tabulate(rows_for(refs, False), headers=headers, tablefmt="pipe", disable_numparse=True))
+    both = df[df["extra"].map(lambda e: isinstance(e, dict) and e.get("needs_both_spaces", False))]
+    if len(both):
+        names = sorted(pd.unique(both["stitcher"]))
+        lines.append(f"\nStitchers that need **both spaces at fit time** (a map estimated on parallel anchors): "
+                     f"{', '.join(names)}. The others fit on the decoder side alone.\n")
+    if extras_cols:
+        lines.append("\n### Translation diagnostics (mean over pairs and seeds)\n")
+        diag_rows = []
+        for _, r in methods.iterrows():
+            vals = []
+            for m in extras_cols:
+                d = df[(df["metric"] == m) & (df["status"] == "ok")]
+                for c in COMBO:
+                    d = d[d[c] == r[c]]
+                vals.append(fmt(d["value"].mean()) if len(d) else "-")
+            if any(v != "-" for v in vals):
+                diag_rows.append([combo_label(r), *vals])
+        if diag_rows:
+            lines.append(tabulate(diag_rows, headers=["combination"] + [arrow(m) for m in extras_cols],
+                                  tablefmt="pipe", disable_numparse=True))
+    if len(methods) and not math.isnan(methods["stitched"].iloc[0]):
+        top = methods.iloc[0]
+        link = _heatmap(df, primary, dict(top[COMBO]), page, f"{primary} {combo_label(top)}")
+        lines.append(f"\n### Per-pair {primary} of the best combination ({combo_label(top)})\n")
+        lines.append(f"![heatmap]({link})\n")
+        absolute = refs[refs["achievable"] != "-"]
+        for _, r in absolute.iterrows():
+            link = _heatmap(df, primary, dict(r[COMBO]), page, f"{primary} {combo_label(r)}")
+            lines.append(f"Reference for comparison ({combo_label(r)}):\n\n![heatmap]({link})\n")
+    errors = df[df["status"] == "error"]
+    if len(errors):
+        lines.append(f"\n### Failed combinations ({len(errors)})\n")
+        err_rows = [[combo_label(r), r["target"], str(r["error"]).splitlines()[0][:160]]
+                    for _, r in errors.drop_duplicates(COMBO + ["target"]).iterrows()]
+        lines.append(tabulate(err_rows, headers=["combination", "target", "error"], tablefmt="pipe"))
+    return "\n".join(lines) + "\n"
+
+
+def stitching_headline(df: pd.DataFrame) -> dict | None:
+    """Best non-reference combination, its score and the non-stitched reference."""
+    metrics = metric_order(df)
+    if not metrics:
+        return None
+    primary = metrics[0]
+    s = stitching_scores(df, primary)
+    methods = s[~s["reference"]].dropna(subset=["stitched"])
+    if not len(methods):
+        return None
+    best = methods.sort_values("stitched", ascending=primary in LOWER_IS_BETTER).iloc[0]
+    ref = s[s["reference"]]["own"].max() if s["reference"].any() else np.nan
+    return {"metric": primary, "best": combo_label(best), "score": best["stitched"],
+            "std": best["stitched_std"], "reference": ref}
+
+
+# ----------------------------------------------------------------------------- pages and index
+
+
+def _header(df: pd.DataFrame, task: str, description: str = "") -> str:
+    runs = sorted(pd.unique(df["run"])) if "run" in df else []
+    date = runs[-1][:8] if runs else "?"
+    date = f"{date[:4]}-{date[4:6]}-{date[6:8]}" if len(date) == 8 else date
+    version = ", ".join(sorted({str(v) for v in pd.unique(df["relbench"])})) if "relbench" in df else "?"
+    git = ", ".join(sorted({str(v) for v in pd.unique(df["git"]) if v})) if "git" in df else ""
+    device = ", ".join(sorted({str(v) for v in pd.unique(df["device"])})) if "device" in df else "?"
+    seeds = sorted(int(s) for s in pd.unique(df["seed"].dropna()))
+    commands = sorted({str(v) for v in pd.unique(df["command"])}) if "command" in df else []
+    lines = [f"# {task}\n"]
+    if description:
+        lines.append(description + "\n")
+    lines.append(f"Produced by `{'`, `'.join(commands)}` with relbench {version}"
+                 f"{f' (git {git})' if git else ''} on {device}, last run {date}; seeds {seeds}. "
+                 f"Generated from the results store by `relbench leaderboard`; do not edit by hand.\n")
+    return "\n".join(lines)
+
+
+def render(store: ResultStore, out: Path, registry: Registry, descriptions: dict[str, str] | None = None,
+           tasks: list[str] | None = None) -> list[Path]:
+    """Write one page per stored task and the index; return the written paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    descriptions = descriptions or {}
+    written, index_rows, ranks = [], [], {}
+    for task in tasks or store.tasks():
+        df = store.load(task)
+        if df.empty:
+            continue
+        kind_name = str(df["kind"].dropna().iloc[0])
+        page = Page(out, task)
+        kind_cls = registry.by_interface["task_kind"].get(kind_name)
+        kind = kind_cls.cls() if kind_cls else None
+        body = kind.leaderboard(df, page) if kind is not None and hasattr(kind, "leaderboard") \
+            else stitching_page(df, page)
+        path = out / f"{task}.md"
+        atomic_write_bytes(path, (_header(df, task, descriptions.get(task, "")) + "\n" + body).encode())
+        written.append(path)
+        headline = (kind.headline(df) if kind is not None and hasattr(kind, "headline")
+                    else stitching_headline(df) if kind_name == "stitching" else None)
+        if headline:
+            gap = headline["reference"] - headline["score"] if not math.isnan(headline.get("reference", np.nan)) \
+                else np.nan
+            index_rows.append([f"[{task}]({task}.md)", kind_name, headline["best"], headline["metric"],
+                               fmt(headline["score"], headline.get("std")), fmt(headline.get("reference", np.nan)),
+                               fmt(gap)])
+        else:
+            index_rows.append([f"[{task}]({task}.md)", kind_name, "see page", "", "", "", ""])
+        if kind_name == "stitching":
+            metric = metric_order(df)[0] if metric_order(df) else None
+            if metric:
+                s = stitching_scores(df, metric)
+                s = s[~s["reference"]].dropna(subset=["stitched"])
+                s["rank"] = s["stitched"].rank(ascending=metric in LOWER_IS_BETTER)
+                for _, r in s.iterrows():
+                    ranks.setdefault(combo_label(r), []).append(r["rank"])
+    lines = ["# relbench leaderboards\n",
+             "Generated by `relbench leaderboard` from the results store; do not edit by hand. Scores are "
+             "means over encoder pairs (stitched, off-diagonal) and ± std over seeds.\n",
+             "## Tasks\n",
+             tabulate(index_rows, headers=["task", "kind", "best combination", "metric", "best stitched",
+                                           "non-stitched", "gap"], tablefmt="pipe", disable_numparse=True)]
+    if ranks:
+        table = sorted(((np.mean(v), len(v), k) for k, v in ranks.items()))
+        lines += ["\n## Methods across stitching tasks (mean rank, lower is better)\n",
+                  tabulate([[k, f"{m:.2f}", n] for m, n, k in table],
+                           headers=["combination", "mean rank", "tasks"], tablefmt="pipe", disable_numparse=True)]
+    index = out / "README.md"
+    atomic_write_bytes(index, ("\n".join(lines) + "\n").encode())
+    return [index, *written]

@@ -1,0 +1,130 @@
+"""The results store: append-only JSON lines, one line per finished unit of work.
+
+A *unit* is the smallest piece of work that is kept or redone as a whole (for stitching:
+one decoder fitted on one target and evaluated against every source). Each unit is one
+line ``{"unit": key, "run": run_id, "time": ..., "rows": [...]}`` written with a single
+``write`` and ``fsync``, so a run killed mid-write leaves at most a truncated last line,
+which readers ignore: nothing finished is lost, and nothing half-done counts as done.
+
+Files are never rewritten. ``--force`` appends new units; readers keep the newest line
+per unit key, and ``load(all_runs=True)`` shows every run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+
+from relbench.cache import identity_key
+from relbench.errors import OutputNotWritable
+
+COLUMNS = ["task", "kind", "dataset", "seed", "selector", "similarity", "stitcher", "regularizer",
+           "source", "target", "metric", "value", "status", "error"]
+
+
+@lru_cache(maxsize=1)
+def git_revision() -> str:
+    """The git revision of the relbench source tree, when it is a checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent,
+                             capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def unit_key(task: str, key: dict) -> str:
+    """Stable identifier of a unit of work within a task."""
+    return identity_key({"task": task, **key})
+
+
+class ResultStore:
+    """Result lines under ``root/<task>.jsonl``."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def ensure_writable(self) -> None:
+        """Fail early, with a fix, when the output folder cannot be written."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            probe = self.root / f".probe-{os.getpid()}"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as exc:
+            raise OutputNotWritable(
+                f"The output directory {self.root} is not writable ({exc.strerror}). Choose another with "
+                f"`suite.output` in the tasks file or `relbench run --output DIR`."
+            ) from None
+
+    def _file(self, task: str) -> Path:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in task)
+        return self.root / f"{safe}.jsonl"
+
+    def _lines(self, task: str) -> list[dict]:
+        path = self._file(task)
+        if not path.exists():
+            return []
+        out = []
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue  # a unit cut short by a kill: not done
+        return out
+
+    def done(self, task: str) -> set[str]:
+        """Unit keys already stored for a task."""
+        return {u["unit"] for u in self._lines(task)}
+
+    def append(self, task: str, key: str, rows: list[dict], run_id: str) -> None:
+        """Append one finished unit atomically (one write + fsync)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"unit": key, "run": run_id, "time": time.time(), "rows": rows}, default=_jsonable)
+        with open(self._file(task), "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def tasks(self) -> list[str]:
+        """Names of the tasks with stored results."""
+        names = []
+        for path in sorted(self.root.glob("*.jsonl")):
+            lines = self._lines(path.stem)
+            if lines and lines[0]["rows"]:
+                names.append(lines[0]["rows"][0]["task"])
+        return names
+
+    def load(self, task: str | None = None, all_runs: bool = False) -> pd.DataFrame:
+        """Result rows as a DataFrame (newest line per unit unless ``all_runs``)."""
+        tasks = [task] if task else self.tasks()
+        records = []
+        for name in tasks:
+            units: dict[str, dict] = {}
+            lines = self._lines(name)
+            for unit in lines:
+                if all_runs:
+                    units[f"{unit['unit']}/{unit['run']}"] = unit
+                elif unit["unit"] not in units or unit["time"] >= units[unit["unit"]]["time"]:
+                    units[unit["unit"]] = unit
+            for unit in units.values():
+                for row in unit["rows"]:
+                    records.append({**row, "unit": unit["unit"], "run": unit["run"]})
+        df = pd.DataFrame.from_records(records)
+        for col in COLUMNS:
+            if col not in df:
+                df[col] = None
+        return df
+
+
+def _jsonable(obj):
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    return str(obj)

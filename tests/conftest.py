@@ -1,0 +1,40 @@
+"""Shared fixtures: a registry with the built-in plugins plus the toy test plugins."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture
+def registry():
+    """Built-in plugins (entry points) plus tests/toy_plugins.py."""
+    import toy_plugins
+
+    from relbench.plugins import Registry, _discover
+
+    return Registry(_discover() + [("toy", toy_plugins, "tests 0")])
+
+
+@pytest.fixture
+def write_yaml(tmp_path):
+    """Write a YAML text (dedented) into tmp_path and return its path."""
+
+    def _write(text: str, name: str = "tasks.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    return _write
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path, monkeypatch):
+    """Every test gets its own embedding cache unless it sets one."""
+    monkeypatch.setenv("RELBENCH_CACHE_DIR", str(tmp_path / "cache"))

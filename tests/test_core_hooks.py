@@ -1,0 +1,98 @@
+"""Every hook and interface is documented; registry errors are helpful."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import ClassVar
+
+import pytest
+
+from relbench import hookimpl, hookspecs, interfaces
+from relbench.errors import PluginConflict, UnknownPlugin
+from relbench.interfaces import INTERFACES, Similarity
+from relbench.plugins import Registry, _discover
+
+
+def test_every_hookspec_is_documented_and_mapped():
+    specs = [n for n, f in vars(hookspecs).items() if n.startswith("relbench_") and callable(f)]
+    assert specs, "no hookspecs found"
+    for name in specs:
+        doc = inspect.getdoc(getattr(hookspecs, name)) or ""
+        assert "Returns:" in doc and "Called:" in doc, f"hookspec {name} lacks Returns:/Called: docs"
+        assert name in hookspecs.HOOK_INTERFACES, f"hookspec {name} maps to no interface"
+    assert set(hookspecs.HOOK_INTERFACES.values()) == set(INTERFACES)
+
+
+@pytest.mark.parametrize("cls", list(INTERFACES.values()), ids=list(INTERFACES))
+def test_every_interface_and_method_is_documented(cls):
+    assert inspect.getdoc(cls), f"{cls.__name__} has no docstring"
+    for name, member in vars(cls).items():
+        if callable(member) and not name.startswith("_"):
+            assert inspect.getdoc(member), f"{cls.__name__}.{name} has no docstring"
+
+
+def test_every_data_class_is_documented():
+    for name in interfaces.__all__:
+        obj = getattr(interfaces, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert inspect.getdoc(obj), f"interfaces.{name} has no docstring"
+
+
+def test_every_registered_plugin_is_documented():
+    registry = Registry(_discover())
+    count = 0
+    for interface, table in registry.by_interface.items():
+        for name, reg in table.items():
+            count += 1
+            assert reg.summary, f"{interface} {name!r} ({reg.package}) has no docstring"
+    assert count > 0
+
+
+def _module(*classes, hook="relbench_similarities"):
+    def impl():
+        return list(classes)
+
+    impl.__name__ = hook
+    return SimpleNamespace(**{hook: hookimpl(impl)})
+
+
+@dataclass
+class _Dot(Similarity):
+    """Plain dot product (test double)."""
+
+    name: ClassVar[str] = "dot"
+
+    def project(self, X, A):
+        return X @ A.T
+
+
+def test_unknown_name_suggests_close_matches():
+    registry = Registry([("a", _module(_Dot), "pkg-a 1.0")])
+    with pytest.raises(UnknownPlugin, match=r"did you mean 'dot'"):
+        registry.get("similarity", "dott")
+
+
+def test_conflicting_names_name_both_sources():
+    @dataclass
+    class Other(_Dot):
+        """Another dot product (test double)."""
+
+    with pytest.raises(PluginConflict) as err:
+        Registry([("a", _module(_Dot), "pkg-a 1.0"), ("b", _module(Other), "pkg-b 2.0")])
+    assert "pkg-a 1.0" in str(err.value) and "pkg-b 2.0" in str(err.value)
+
+
+def test_disable_by_package_or_name(monkeypatch):
+    monkeypatch.setenv("RELBENCH_DISABLE_PLUGINS", "similarity:dot")
+    from relbench.plugins import disabled_from_env
+
+    assert "dot" not in Registry([("a", _module(_Dot), "p 1")], disabled_from_env()).names("similarity")
+    assert "dot" not in Registry([("a", _module(_Dot), "p 1")], {"a"}).names("similarity")
+    assert "dot" in Registry([("a", _module(_Dot), "p 1")]).names("similarity")
+
+
+def test_wrong_interface_is_rejected():
+    with pytest.raises(PluginConflict, match="not a subclass of Encoder"):
+        Registry([("a", _module(_Dot, hook="relbench_encoders"), "p 1")])

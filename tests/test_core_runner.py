@@ -1,0 +1,156 @@
+"""The runner end to end on toy blobs: stitching works, nothing is recomputed,
+killed runs resume, bad input gets a clear answer."""
+
+from __future__ import annotations
+
+import pytest
+import toy_plugins
+
+from relbench import cli
+from relbench.config import load_suite
+from relbench.leaderboard import render
+from relbench.runner import Runner
+
+TASKS = """\
+suite:
+  seeds: [0, 1]
+  num_anchors: 16
+  output: results
+  leaderboards: boards
+tasks:
+  - name: blobs
+    description: Toy blobs behind random rotations.
+    dataset: {name: toy-blobs, params: {classes: 4}}
+    encoders:
+      - {name: toy-rotated, label: a, params: {seed: 1}}
+      - {name: toy-rotated, label: b, params: {seed: 2, scale: 3.0}}
+      - {name: toy-rotated, label: c, params: {seed: 3, scale: 0.5}}
+    grid:
+      selectors: [random]
+      similarities: [cosine]
+      stitchers: [relative, absolute]
+    metrics: [accuracy, weighted_f1]
+"""
+
+
+@pytest.fixture
+def cli_main(registry, monkeypatch):
+    """`relbench` main() with the toy plugins registered too."""
+    monkeypatch.setattr("relbench.plugins.load_registry", lambda disable=None: registry)
+    return cli.main
+
+
+def _run(registry, path, **kw):
+    runner = Runner(load_suite(path, registry), registry, quiet=True, **kw)
+    return runner, runner.run()
+
+
+def _cells(runner, stitcher):
+    df = runner.store.load("blobs")
+    return df[(df.stitcher == stitcher) & (df.metric == "accuracy")]
+
+
+def test_relative_stitching_beats_absolute_and_rerun_does_nothing(registry, write_yaml):
+    path = write_yaml(TASKS)
+    toy_plugins.Rotated.calls.clear()
+    runner, stats = _run(registry, path)
+    assert not stats.failures
+    assert stats.encoded == 6 and len(toy_plugins.Rotated.calls) == 6  # 3 encoders × 2 splits, once each
+    rel, ab = _cells(runner, "relative"), _cells(runner, "absolute")
+    off = lambda d: d[d.source != d.target]["value"].mean()  # noqa: E731
+    assert off(rel) > 0.9 and off(ab) < 0.6, (off(rel), off(ab))
+    assert len(rel) == 2 * 9  # seeds × E² cells
+
+    toy_plugins.Rotated.calls.clear()
+    runner2, stats2 = _run(registry, path)
+    assert stats2.encoded == 0 and stats2.cached == 6 and toy_plugins.Rotated.calls == []
+    assert stats2.units_done == 0 and stats2.units_skipped == stats.units_done
+
+    runner3, stats3 = _run(registry, path, force=True)
+    assert stats3.encoded == 0 and stats3.units_done == stats.units_done
+    # same seeds → same numbers
+    a = _cells(runner, "relative").sort_values(["seed", "source", "target"])["value"].to_numpy()
+    b = _cells(runner3, "relative").sort_values(["seed", "source", "target"])["value"].to_numpy()
+    assert (a == b).all()
+
+
+def test_killed_run_resumes_where_it_stopped(registry, write_yaml, monkeypatch):
+    path = write_yaml(TASKS)
+    import relbench.stitching as stitching
+
+    real, calls = stitching._evaluate, []
+
+    def dying(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 8:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stitching, "_evaluate", dying)
+    runner = Runner(load_suite(path, registry), registry, quiet=True)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run()
+    finished = runner.stats.units_done
+    assert finished == 2  # 3 cells per unit: units 1-2 done, unit 3 died in its 2nd cell
+    monkeypatch.setattr(stitching, "_evaluate", real)
+    _, stats = _run(registry, path)
+    total = 2 * 2 * 3  # seeds × combinations × targets
+    assert stats.units_skipped == finished and stats.units_done == total - finished
+
+
+def test_nan_embeddings_are_reported_with_encoder_and_rows(cli_main, write_yaml, capsys):
+    path = write_yaml(TASKS.replace("params: {seed: 1}", "params: {seed: 1, nan_rows: [3, 7]}"))
+    code = cli_main(["run", str(path), "-q"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "encoder 'a'" in err and "rows 3, 7" in err and "Traceback" not in err
+
+
+def test_bad_yaml_exits_2_without_traceback(cli_main, write_yaml, capsys):
+    path = write_yaml(TASKS.replace("similarities: [cosine]", "similarities: [cosinus]"))
+    assert cli_main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'cosine'" in err and "tasks.yaml:" in err and "Traceback" not in err
+
+
+def test_too_many_anchors_is_recorded_and_run_continues(cli_main, write_yaml, capsys):
+    path = write_yaml(TASKS.replace("num_anchors: 16", "num_anchors: 5000"))
+    assert cli_main(["run", str(path), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "5000" in err and "anchors" in err
+    assert (path.parent / "boards" / "blobs.md").exists()  # absolute rows still evaluated and rendered
+
+
+def test_single_class_dataset_is_refused(cli_main, write_yaml, capsys):
+    path = write_yaml(TASKS.replace("classes: 4", "classes: 1"))
+    assert cli_main(["run", str(path), "-q"]) == 1
+    assert "single class" in capsys.readouterr().err
+
+
+def test_unwritable_output_exits_2(cli_main, write_yaml, capsys):
+    path = write_yaml(TASKS)
+    (path.parent / "blocker").write_text("")
+    assert cli_main(["run", str(path), "--output", str(path.parent / "blocker" / "r")]) == 2
+    assert "not writable" in capsys.readouterr().err
+
+
+def test_dry_run_prints_grid(cli_main, write_yaml, capsys):
+    assert cli_main(["run", str(write_yaml(TASKS)), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "2 combinations × 2 seeds × 3 targets = 12 units" in out
+
+
+def test_leaderboard_rebuilds_from_store_alone(registry, cli_main, write_yaml, capsys):
+    path = write_yaml(TASKS)
+    runner, _ = _run(registry, path)
+    boards = path.parent / "boards"
+    render(runner.store, boards, registry)
+    page = (boards / "blobs.md").read_text()
+    assert "relative" in page and "Reference rows" in page and "absolute" in page
+    assert list((boards / "figures" / "blobs").glob("heatmap-*.png"))
+    first = page
+    (boards / "blobs.md").unlink()
+    assert cli_main(["leaderboard", str(path)]) == 0
+    assert (boards / "blobs.md").read_text().split("\n", 4)[4] == first.split("\n", 4)[4]
+    index = (boards / "README.md").read_text()
+    assert "[blobs](blobs.md)" in index

@@ -1,0 +1,68 @@
+"""Tiny, fast plugins for the harness tests: Gaussian blobs seen through random
+orthogonal maps (so relative representations can stitch them and absolute ones cannot)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from relbench import hookimpl
+from relbench.interfaces import Dataset, DatasetData, Encoder, Split
+
+
+@dataclass
+class Blobs(Dataset):
+    """Gaussian class blobs in 16 dimensions (a test fixture)."""
+
+    name: ClassVar[str] = "toy-blobs"
+    classes: int = 4
+    train_size: int = 240
+    test_size: int = 120
+    seed: int = 0
+
+    def load(self) -> DatasetData:
+        rng = np.random.default_rng(self.seed)
+        centres = rng.normal(size=(self.classes, 16)) * 3
+        splits = {}
+        for split, n in (("train", self.train_size), ("test", self.test_size)):
+            y = np.arange(n) % self.classes
+            x = centres[y] + rng.normal(size=(n, 16))
+            splits[split] = Split(ids=[f"{split}-{i}" for i in range(n)], labels=y,
+                                  views={"vec": list(x.astype(np.float32))})
+        fp = hashlib.sha256(repr(self.params()).encode()).hexdigest()[:16]
+        return DatasetData(name=self.name, splits=splits, class_names=[f"c{i}" for i in range(self.classes)],
+                           view_modalities={"vec": "vector"}, fingerprint=fp)
+
+
+@dataclass
+class Rotated(Encoder):
+    """The blobs through a seeded random orthogonal map and scale (a test fixture)."""
+
+    name: ClassVar[str] = "toy-rotated"
+    seed: int = 0
+    scale: float = 1.0
+    nan_rows: list[int] | None = None
+    calls: ClassVar[list] = []
+
+    def encode(self, items, ctx):
+        Rotated.calls.append(self.seed)
+        g = torch.Generator().manual_seed(self.seed)
+        Q, _ = torch.linalg.qr(torch.randn(16, 16, generator=g))
+        X = torch.as_tensor(np.stack(items)) @ Q * self.scale
+        for r in self.nan_rows or []:
+            X[r] = float("nan")
+        return X
+
+
+@hookimpl
+def relbench_datasets():
+    return [Blobs]
+
+
+@hookimpl
+def relbench_encoders():
+    return [Rotated]
