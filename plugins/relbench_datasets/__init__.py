@@ -1,1 +1,20 @@
-"""relbench built-in plugins: datasets (being written)."""
+"""relbench built-in data set plugins: image, text, parallel-text and emoji data sets that
+install without a model hub, plus any ``datasets.load_dataset`` source."""
+
+from relbench import hookimpl
+from relbench_datasets.bible import BibleEnEs
+from relbench_datasets.digits import Digits
+from relbench_datasets.emoji_set import Emoji
+from relbench_datasets.fashion_mnist import FashionMNIST
+from relbench_datasets.hf import HFDataset
+from relbench_datasets.mnist import MNIST
+from relbench_datasets.rotten_tomatoes import RottenTomatoes
+from relbench_datasets.ui_strings import UIStrings
+
+DATASETS = [HFDataset, FashionMNIST, MNIST, Digits, RottenTomatoes, BibleEnEs, UIStrings, Emoji]
+
+
+@hookimpl
+def relbench_datasets():
+    """Every built-in data set class."""
+    return list(DATASETS)
