@@ -1,1 +1,16 @@
-"""relbench built-in plugins: metrics (being written)."""
+"""relbench built-in plugins: classification metrics, and the pure retrieval and
+correlation functions (Jaccard@k, MRR, Pearson r) that task kinds compute themselves."""
+
+from relbench import hookimpl
+from relbench_metrics.classification import MAE, MSE, Accuracy, MacroF1, WeightedF1
+from relbench_metrics.retrieval import jaccard_at_k, mrr, pearson_r, top_k_neighbours
+
+
+@hookimpl
+def relbench_metrics():
+    """The classification metrics of this package."""
+    return [Accuracy, WeightedF1, MacroF1, MAE, MSE]
+
+
+__all__ = ["MAE", "MSE", "Accuracy", "MacroF1", "WeightedF1", "jaccard_at_k", "mrr", "pearson_r",
+           "top_k_neighbours"]

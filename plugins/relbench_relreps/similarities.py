@@ -1,0 +1,159 @@
+"""Relative projections of the relative-representations family: cosine (optionally
+centred), angular, euclidean and L1, and their concatenation."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import torch
+from torch.nn import functional as F
+
+from relbench.interfaces import Similarity
+
+
+def cosine_matrix(X: torch.Tensor, A: torch.Tensor, center: bool = False) -> torch.Tensor:
+    """``n × k`` cosine similarities; ``center`` first subtracts the anchor mean from
+    both ``X`` and ``A`` (the reference code's centring)."""
+    if center:
+        mu = A.mean(dim=0, keepdim=True)
+        X, A = X - mu, A - mu
+    return F.normalize(X, dim=1) @ F.normalize(A, dim=1).T
+
+
+@dataclass
+class Cosine(Similarity):
+    """Cosine relative projection (Moschella et al. 2023): ``rel = X̂ Âᵀ``.
+
+    Invariant to orthogonal maps and isotropic rescaling of the bank; with ``center``
+    also to translations.
+
+    Parameters
+    ----------
+    center : bool, default False
+        Subtract the anchor mean from the embeddings and the anchors before the cosine
+        (reference code option; off in the paper's equations).
+    """
+
+    name: ClassVar[str] = "cosine"
+    center: bool = False
+
+    def project(self, X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+        """``n × k`` cosine of each row of ``X`` with each anchor."""
+        return cosine_matrix(X, A, self.center)
+
+
+@dataclass
+class Angular(Similarity):
+    """Angular relative projection: ``1 − arccos(cos)/π`` in ``[0, 1]`` (1 = same
+    direction), the angle-based member of the "product of invariances" family
+    (Cannistraci et al. 2024). Same invariances as cosine.
+
+    Parameters
+    ----------
+    center : bool, default False
+        Subtract the anchor mean first, as for cosine (our choice, for symmetry).
+    eps : float, default 1e-6
+        The cosine is clamped to ``[-1+eps, 1-eps]`` so that the gradient of arccos stays
+        finite (our choice).
+    """
+
+    name: ClassVar[str] = "angular"
+    center: bool = False
+    eps: float = 1e-6
+
+    def __post_init__(self) -> None:
+        if not 0 < self.eps < 0.1:
+            raise ValueError(f"eps must be in (0, 0.1), got {self.eps}")
+
+    def project(self, X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+        """``n × k`` normalised angular similarity."""
+        cos = cosine_matrix(X, A, self.center).clamp(-1 + self.eps, 1 - self.eps)
+        return 1.0 - torch.arccos(cos) / math.pi
+
+
+@dataclass
+class Euclidean(Similarity):
+    """Euclidean relative projection: ``rel_ij = −‖x_i − a_j‖₂`` (negated so that larger
+    means closer, like cosine; Cannistraci et al. 2024). Invariant to orthogonal maps
+    and translations, not to rescaling.
+
+    Parameters
+    ----------
+    (none)
+    """
+
+    name: ClassVar[str] = "euclidean"
+
+    def project(self, X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+        """``n × k`` negative Euclidean distances."""
+        return -torch.cdist(X, A, p=2.0)
+
+
+@dataclass
+class L1(Similarity):
+    """L1 relative projection: ``rel_ij = −‖x_i − a_j‖₁`` (negated, as euclidean;
+    Cannistraci et al. 2024). Invariant to translations, permutations and sign flips of
+    the dimensions, not to rotations or rescaling.
+
+    Parameters
+    ----------
+    (none)
+    """
+
+    name: ClassVar[str] = "l1"
+
+    def project(self, X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+        """``n × k`` negative L1 distances."""
+        return -torch.cdist(X, A, p=1.0)
+
+
+#: the projections :class:`Concat` can combine
+PARTS: dict[str, type[Similarity]] = {"cosine": Cosine, "euclidean": Euclidean, "l1": L1, "angular": Angular}
+
+
+def _standardise_rows(R: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    mu = R.mean(dim=1, keepdim=True)
+    sd = R.std(dim=1, keepdim=True, unbiased=False)
+    return (R - mu) / (sd + eps)
+
+
+@dataclass
+class Concat(Similarity):
+    """Concatenation of several relative projections ("product of invariances",
+    Cannistraci et al. 2024): ``n × (k · len(parts))``; each part keeps its own
+    invariances, so a decoder can use whichever is stable across spaces.
+
+    Parameters
+    ----------
+    parts : list[str], default ["cosine", "euclidean", "l1", "angular"]
+        The projections to concatenate, in order (any of cosine, euclidean, l1, angular,
+        each with default parameters).
+    standardise : bool, default True
+        Standardise each part of each row (zero mean, unit variance over its ``k``
+        entries, no learned parameters) before concatenating, so that distances (which
+        scale with the bank) do not swamp cosines; the paper normalises each space before
+        aggregating it (our parameter-free reading). Note that this makes the distance
+        parts invariant to isotropic rescaling too.
+    """
+
+    name: ClassVar[str] = "concat"
+    parts: list[str] = field(default_factory=lambda: ["cosine", "euclidean", "l1", "angular"])
+    standardise: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.parts:
+            raise ValueError("parts must name at least one projection")
+        unknown = [p for p in self.parts if p not in PARTS]
+        if unknown:
+            raise ValueError(f"unknown parts {unknown}; choose among {sorted(PARTS)}")
+        if len(set(self.parts)) != len(self.parts):
+            raise ValueError(f"parts must not repeat, got {self.parts}")
+
+    def project(self, X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+        """The parts' projections side by side."""
+        outs = [PARTS[p]().project(X, A) for p in self.parts]
+        if self.standardise:
+            outs = [_standardise_rows(o) for o in outs]
+        return torch.cat(outs, dim=1)

@@ -1,0 +1,62 @@
+"""Helpers the task kinds share: default grid entries, anchor contexts without
+encoders, and mean ± std tables for leaderboards."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from tabulate import tabulate
+
+from relbench.config import PluginSpec
+from relbench.interfaces import AnchorContext, Anchors
+
+
+def specs_or_default(specs: Sequence[PluginSpec], interface: str, cls: type) -> list[PluginSpec]:
+    """The grid's specs, or one spec of ``cls`` with default parameters when empty."""
+    return list(specs) if specs else [PluginSpec(interface, cls.name, {}, cls.name, cls)]
+
+
+def select_without_banks(spec: PluginSpec, ids: list[str], labels: np.ndarray | None, seed: int,
+                         num_anchors: int, device: torch.device) -> Anchors:
+    """Run a selector that needs no embeddings (random, stratified) on raw sample ids."""
+    def no_pool(name: str):
+        raise ValueError(f"this task kind trains its own models; out-of-domain pools ({name!r}) are not available")
+
+    ctx = AnchorContext(num_anchors=num_anchors, seed=seed, ids=list(ids), labels=labels, banks={},
+                        excluded=frozenset(), device=device, views={}, pool_banks=no_pool)
+    return spec.build().select(ctx)
+
+
+def mean_std(values: Sequence[float], digits: int = 3) -> str:
+    """``mean ± std`` over the finite values (``-`` when there are none)."""
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
+    if v.size == 0:
+        return "-"
+    if v.size == 1:
+        return f"{v[0]:.{digits}f}"
+    return f"{v.mean():.{digits}f} ± {v.std(ddof=0):.{digits}f}"
+
+
+def summary_table(df: pd.DataFrame, index: list[str], column: str, digits: int = 3) -> str:
+    """A pipe table with one row per ``index`` combination and one column per value of
+    ``column``; cells are mean ± std of ``value`` over the remaining rows (seeds).
+    Cells whose rows are all not achievable show ``n/a``."""
+    if df.empty:
+        return "_no results yet_"
+    cols = sorted(df[column].dropna().unique().tolist(), key=str)
+    table = []
+    for keys, group in df.groupby(index, sort=True, dropna=False):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        cells = []
+        for col in cols:
+            sub = group[group[column] == col]
+            ok = sub[sub["status"] == "ok"]["value"].tolist()
+            if ok:
+                cells.append(mean_std(ok, digits))
+            else:
+                cells.append("n/a" if len(sub) else "")
+        table.append([*keys, *cells])
+    return tabulate(table, headers=[*index, *cols], tablefmt="pipe")

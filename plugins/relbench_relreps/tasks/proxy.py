@@ -1,0 +1,197 @@
+"""Latent similarity as a performance proxy (Moschella et al. 2023, §4.2, Figure 3)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from relbench.interfaces import ResultRow, TaskKind
+from relbench.training import predict_logits, train_classifier
+from relbench_metrics import pearson_r
+from relbench_relreps.selectors import RandomAnchors
+from relbench_relreps.similarities import Cosine
+from relbench_relreps.tasks.common import specs_or_default, summary_table
+
+FIGURE = "proxy_scatter.png"
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
+
+
+class SmallNet(nn.Module):
+    """``Linear(d, width) → act`` (the latent) ``→ Linear(width, C)``."""
+
+    def __init__(self, in_dim: int, width: int, num_classes: int, activation: str):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(in_dim, width), ACTIVATIONS[activation]())
+        self.out = nn.Linear(width, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.body(x))
+
+
+@dataclass
+class PerformanceProxy(TaskKind):
+    """Latent similarity as a performance proxy: many small classifiers of varying
+    quality are trained on each encoder's embeddings; the mean cosine between each
+    model's relative representation of the test samples and a well-trained reference
+    model's predicts its accuracy (Pearson r; Moschella et al. 2023, §4.2).
+
+    Per encoder, seed, selector and similarity of the grid (defaults: random anchors,
+    cosine): a reference ``SmallNet`` (``reference_width``, ``reference_epochs``, ReLU)
+    and a sweep over ``epochs × widths × activations × model_seeds`` (model seeds are
+    offset by 1000 × the task seed, so every task seed is a fresh replicate). Both
+    models' latents (the hidden layer) are projected on the same anchor samples. Rows:
+    per model ``accuracy`` and ``similarity`` (source = model, target = encoder), and per
+    unit ``pearson_r`` over the models whose accuracy reaches ``min_accuracy``.
+
+    Parameters
+    ----------
+    epochs : list[int], default [1, 3, 10]
+        Training epochs of the sweep (paper: 10, 30, 50 on Cora).
+    widths : list[int], default [16, 64]
+        Latent widths of the sweep (paper: 32, 64 layers).
+    activations : list[str], default ["relu", "tanh"]
+        Hidden activations of the sweep (paper: ReLU, Tanh).
+    model_seeds : list[int], default [0, 1]
+        Seeds of the sweep (paper: 0–4).
+    lr : float, default 1e-3
+        Adam learning rate of every model (ours).
+    batch_size : int, default 64
+        Training batch size (ours).
+    reference_epochs : int, default 30
+        Epochs of the reference model (ours; paper: 500 on Cora).
+    reference_width : int, default 64
+        Latent width of the reference model.
+    max_train : int, default 3000
+        Training rows used per model (the first ones of the bank; ours, for speed).
+    min_accuracy : float, default 0.0
+        Models below this test accuracy are left out of r (paper: 0.5 on Cora).
+    """
+
+    name: ClassVar[str] = "proxy"
+    epochs: list[int] = field(default_factory=lambda: [1, 3, 10])
+    widths: list[int] = field(default_factory=lambda: [16, 64])
+    activations: list[str] = field(default_factory=lambda: ["relu", "tanh"])
+    model_seeds: list[int] = field(default_factory=lambda: [0, 1])
+    lr: float = 1e-3
+    batch_size: int = 64
+    reference_epochs: int = 30
+    reference_width: int = 64
+    max_train: int = 3000
+    min_accuracy: float = 0.0
+
+    def __post_init__(self) -> None:
+        for key in ("epochs", "widths", "activations", "model_seeds"):
+            if not getattr(self, key):
+                raise ValueError(f"{key} must not be empty")
+        if any(e < 1 for e in self.epochs) or any(w < 1 for w in self.widths):
+            raise ValueError("epochs and widths must be positive")
+        bad = [a for a in self.activations if a not in ACTIVATIONS]
+        if bad:
+            raise ValueError(f"unknown activations {bad}; choose among {sorted(ACTIVATIONS)}")
+        if self.lr <= 0 or self.batch_size < 2 or self.reference_epochs < 1 or self.reference_width < 1:
+            raise ValueError("lr, batch_size (≥2), reference_epochs and reference_width must be positive")
+        if self.max_train < 2:
+            raise ValueError(f"max_train must be at least 2, got {self.max_train}")
+
+    def _train(self, X, y, width, epochs, activation, seed, num_classes) -> SmallNet:
+        torch.manual_seed(seed)
+        net = SmallNet(X.shape[1], width, num_classes, activation).to(X.device)
+        return train_classifier(net, X, y, epochs=epochs, lr=self.lr, batch_size=self.batch_size, seed=seed)
+
+    def _models(self, train, test, seed: int, num_classes: int) -> dict[str, dict]:
+        """Train the reference and the sweep; name → {net, accuracy, params}."""
+        X, y = train.X[: self.max_train], train.labels[: self.max_train].long()
+        yt = test.labels.long().to(test.X.device)
+        configs = [("reference", self.reference_epochs, self.reference_width, "relu", seed)]
+        for e, w, a, s in itertools.product(self.epochs, self.widths, self.activations, self.model_seeds):
+            configs.append((f"e{e}-w{w}-{a}-s{s}", e, w, a, 1000 * seed + s))
+        out = {}
+        for name, e, w, a, s in configs:
+            net = self._train(X, y, w, e, a, s, num_classes)
+            acc = float((predict_logits(net, test.X).argmax(1) == yt).float().mean())
+            out[name] = {"net": net, "accuracy": acc, "params": {"epochs": e, "width": w, "activation": a,
+                                                                  "model_seed": s}}
+        return out
+
+    def run(self, run: Any) -> None:
+        """Per encoder × seed: train the models once; per selector × similarity: score them."""
+        train_banks, test_banks = run.banks("train"), run.banks("test")
+        num_classes = len(run.dataset().class_names)
+        selectors = specs_or_default(run.task.selectors, "selector", RandomAnchors)
+        similarities = specs_or_default(run.task.similarities, "similarity", Cosine)
+        for label in train_banks:
+            for seed in run.task.seeds:
+                keys = [{"seed": seed, "target": label, "selector": sel.label, "similarity": sim.label}
+                        for sel in selectors for sim in similarities]
+                if all(run.is_done(k) for k in keys):
+                    continue
+                models = self._models(train_banks[label], test_banks[label], seed, num_classes)
+                for sel in selectors:
+                    anchors = run.realise(run.anchors(seed, sel), label)
+                    for sim_spec in similarities:
+                        key = {"seed": seed, "target": label, "selector": sel.label, "similarity": sim_spec.label}
+                        if run.is_done(key):
+                            continue
+                        with run.unit(key) as rows:
+                            self._score(rows, models, sim_spec, anchors, train_banks[label].X[: self.max_train],
+                                        test_banks[label].X, label)
+
+    def _score(self, rows, models, sim_spec, anchors, Xtr, Xte, label) -> None:
+        rel = {}
+        with torch.no_grad():
+            for name, m in models.items():
+                m["net"].eval()
+                sim = sim_spec.build()
+                sim.fit(m["net"].body(Xtr))
+                rel[name] = sim.project(m["net"].body(Xte), m["net"].body(anchors))
+        ref = rel.pop("reference")
+        accs, sims = [], []
+        for name, r in rel.items():
+            score = float(nn.functional.cosine_similarity(r, ref, dim=1).mean())
+            acc = models[name]["accuracy"]
+            extra = dict(models[name]["params"])
+            rows.append(ResultRow(metric="accuracy", value=acc, source=name, target=label, extra=extra))
+            rows.append(ResultRow(metric="similarity", value=score, source=name, target=label, extra=extra))
+            if acc >= self.min_accuracy:
+                accs.append(acc)
+                sims.append(score)
+        rows.append(ResultRow(metric="pearson_r", value=pearson_r(sims, accs), target=label,
+                              extra={"models": len(accs), "reference_accuracy": models["reference"]["accuracy"]}))
+
+    def leaderboard(self, df, page) -> str:
+        """Pearson r per encoder × selector × similarity, and the scatter plot."""
+        if df.empty:
+            return "_no results yet_"
+        table = summary_table(df[df["metric"] == "pearson_r"], ["target", "selector", "similarity"], "metric")
+        path, link = page.figure(FIGURE)
+        self._scatter(df, path)
+        return ("Does a model's latent similarity to a reference model predict its accuracy? (Moschella et al. "
+                "2023, §4.2.) Similarity: mean cosine between the model's and the reference's relative "
+                "representations of the test samples. Pearson r over the sweep, mean ± std over seeds.\n\n"
+                + table + f"\n\n![similarity vs accuracy]({link})\n")
+
+    @staticmethod
+    def _scatter(df, path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        points = df[df["metric"].isin(["accuracy", "similarity"]) & (df["status"] == "ok")]
+        points = points.rename(columns={"similarity": "projection"}).fillna({"selector": "-", "projection": "-"})
+        wide = points.pivot_table(index=["target", "seed", "selector", "projection", "source"], columns="metric",
+                                  values="value").reset_index()
+        fig, ax = plt.subplots(figsize=(5, 4))
+        for label, group in wide.groupby("target"):
+            ax.scatter(group["similarity"], group["accuracy"], s=12, alpha=0.7, label=str(label))
+        ax.set_xlabel("similarity to the reference (relative space)")
+        ax.set_ylabel("test accuracy")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=100)
+        plt.close(fig)

@@ -1,0 +1,67 @@
+"""Robust cosine (García-Castellanos et al.): Gaussian normalisation per dimension,
+then cosine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import torch
+from torch.nn import functional as F
+
+from relbench.interfaces import Similarity
+
+
+@dataclass
+class RobustCosine(Similarity):
+    """Robust cosine: each dimension standardised (minus its mean, over its standard
+    deviation, no learned parameters) before the cosine, for inputs and anchors alike
+    (García-Castellanos et al., "robust relative representation").
+
+    Trades part of cosine's isometry invariance for invariance to translations and to
+    any per-dimension rescaling (with permutations: the intertwiner groups of common
+    activations).
+
+    Parameters
+    ----------
+    statistics : "train" | "batch", default "train"
+        Where the mean and standard deviation come from: "train" = fitted by ``fit`` on
+        the bank's training embeddings (the frozen-encoder reading of the authors'
+        parameter-free BatchNorm); "batch" = computed on the ``X`` passed to
+        ``project`` and applied to ``X`` and the anchors alike (their BatchNorm in
+        training mode).
+    eps : float, default 1e-5
+        Added to the standard deviation (BatchNorm's default).
+    """
+
+    name: ClassVar[str] = "robust-cosine"
+    statistics: Literal["train", "batch"] = "train"
+    eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        if self.statistics not in ("train", "batch"):
+            raise ValueError(f"statistics must be 'train' or 'batch', got {self.statistics!r}")
+        if self.eps <= 0:
+            raise ValueError(f"eps must be positive, got {self.eps}")
+        self._moments: tuple[torch.Tensor, torch.Tensor] | None = None  # fitted state
+
+    @staticmethod
+    def _moments_of(X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return X.mean(dim=0, keepdim=True), X.std(dim=0, unbiased=False, keepdim=True)
+
+    def fit(self, X: torch.Tensor) -> None:
+        """Per-dimension mean and standard deviation of the training bank."""
+        mu, sd = self._moments_of(X.detach())
+        self._moments = (mu, sd)
+
+    def project(self, X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+        """``n × k`` cosine between standardised rows and standardised anchors."""
+        if self.statistics == "batch":
+            mu, sd = self._moments_of(X)
+        elif self._moments is None:
+            raise RuntimeError("robust-cosine with statistics='train': call fit(X) on the bank before project()")
+        else:
+            mu, sd = (m.to(X.device, X.dtype) for m in self._moments)
+        Xn = (X - mu) / (sd + self.eps)
+        An = (A - mu) / (sd + self.eps)
+        return F.normalize(Xn, dim=1) @ F.normalize(An, dim=1).T

@@ -1,0 +1,136 @@
+"""Relative projections: the invariance table, concatenation and vector quantisation."""
+
+import pytest
+import torch
+
+from relbench_relreps import L1, Angular, Concat, Cosine, Euclidean, VQCosine
+from relbench_topology import RobustCosine
+
+D = 12
+
+
+def _bank(seed=0, n=240):
+    g = torch.Generator().manual_seed(seed)
+    centres = 4 * torch.randn(6, D, generator=g, dtype=torch.float64) + 2.0  # off-centre clusters
+    return centres[torch.arange(n) % 6] + torch.randn(n, D, generator=g, dtype=torch.float64)
+
+
+def _orthogonal(seed=1):
+    g = torch.Generator().manual_seed(seed)
+    q, _ = torch.linalg.qr(torch.randn(D, D, generator=g, dtype=torch.float64))
+    return q
+
+
+_G = torch.Generator().manual_seed(2)
+PERTURBATIONS = {
+    "orthogonal": lambda X, _q=_orthogonal(): X @ _q,
+    "isotropic-scale": lambda X: 3.7 * X,
+    "translation": lambda X, _t=5 * torch.randn(D, generator=_G, dtype=torch.float64): X + _t,
+    "per-dim-scale": lambda X, _s=torch.exp(torch.randn(D, generator=_G, dtype=torch.float64)): X * _s,
+    "dim-permutation": lambda X, _p=torch.randperm(D, generator=_G): X[:, _p],
+}
+
+# (similarity, perturbation, invariant?) — the perturbation is applied to bank and anchors alike
+TABLE = [
+    (Cosine(), "orthogonal", True),
+    (Cosine(), "isotropic-scale", True),
+    (Cosine(), "dim-permutation", True),
+    (Cosine(), "translation", False),
+    (Cosine(), "per-dim-scale", False),
+    (Cosine(center=True), "translation", True),
+    (Cosine(center=True), "orthogonal", True),
+    (Cosine(center=True), "isotropic-scale", True),
+    (Angular(), "orthogonal", True),
+    (Angular(), "isotropic-scale", True),
+    (Angular(), "translation", False),
+    (RobustCosine(eps=1e-12), "per-dim-scale", True),
+    (RobustCosine(eps=1e-12), "translation", True),
+    (RobustCosine(eps=1e-12), "dim-permutation", True),
+    (RobustCosine(eps=1e-12), "isotropic-scale", True),
+    (RobustCosine(eps=1e-12), "orthogonal", False),
+    (RobustCosine(statistics="batch", eps=1e-12), "per-dim-scale", True),
+    (RobustCosine(statistics="batch", eps=1e-12), "translation", True),
+    (Euclidean(), "orthogonal", True),
+    (Euclidean(), "translation", True),
+    (Euclidean(), "dim-permutation", True),
+    (Euclidean(), "isotropic-scale", False),
+    (L1(), "translation", True),
+    (L1(), "dim-permutation", True),
+    (L1(), "orthogonal", False),
+    (L1(), "isotropic-scale", False),
+    (Concat(), "dim-permutation", True),
+    (Concat(), "orthogonal", False),
+    (Concat(), "translation", False),
+    (Concat(parts=["euclidean", "l1"], standardise=False), "translation", True),
+    (VQCosine(t=0.3), "orthogonal", True),
+    (VQCosine(t=0.3), "isotropic-scale", True),
+]
+
+
+# float64 throughout; the tolerance covers cdist's matrix-product evaluation
+def _rel(sim, X, A):
+    sim.fit(X)
+    return sim.project(X, A)
+
+
+@pytest.mark.parametrize("sim, perturbation, invariant", TABLE,
+                         ids=[f"{s.name}{'-' + str(s.params()) if s.params() else ''}-{p}" for s, p, _ in TABLE])
+def test_invariance_table(sim, perturbation, invariant):
+    X = _bank()
+    anchors = torch.arange(0, 240, 8)  # anchors are rows of the bank
+    T = PERTURBATIONS[perturbation]
+    before = _rel(sim, X, X[anchors])
+    TX = T(X)
+    after = _rel(sim, TX, TX[anchors])
+    gap = (before - after).abs().max().item()
+    if invariant:
+        assert gap < 1e-5, f"{sim.name} should be invariant to {perturbation} (max change {gap:.2e})"
+    else:
+        assert gap > 1e-2, f"{sim.name} should change under {perturbation} (max change {gap:.2e})"
+
+
+def test_values_and_shapes():
+    X = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+    A = torch.tensor([[1.0, 1.0]])
+    assert torch.allclose(Cosine().project(X, A), torch.tensor([[2 ** -0.5], [2 ** -0.5]]))
+    assert torch.allclose(Angular().project(X, A), torch.tensor([[0.75], [0.75]]), atol=1e-5)
+    assert torch.allclose(Euclidean().project(X, A), -torch.tensor([[1.0], [2 ** 0.5]]))
+    assert torch.allclose(L1().project(X, A), -torch.tensor([[1.0], [2.0]]))
+    out = Concat(parts=["cosine", "l1"]).project(torch.randn(5, 3), torch.randn(4, 3))
+    assert out.shape == (5, 8)
+
+
+def test_projections_are_differentiable():
+    X = torch.randn(10, 4, requires_grad=True)
+    A = torch.randn(3, 4)
+    for sim in (Cosine(center=True), Angular(), Euclidean(), L1(), Concat(), RobustCosine(statistics="batch")):
+        X.grad = None
+        sim.project(X, A).sum().backward()
+        assert torch.isfinite(X.grad).all() and X.grad.abs().sum() > 0, sim.name
+    vq = VQCosine(t=0.5)
+    vq.fit(X.detach())
+    X.grad = None
+    vq.project(X, A).sum().backward()  # straight-through estimator
+    assert torch.isfinite(X.grad).all()
+
+
+def test_vq_cosine_quantises_to_centroids():
+    X = _bank()
+    coarse, fine = VQCosine(t=1.5), VQCosine(t=0.05)
+    coarse.fit(X)
+    fine.fit(X)
+    assert 1 <= coarse.num_centroids < fine.num_centroids <= len(X)
+    # rows of a cluster share their relative representation
+    rel = coarse.project(X, X[:20])
+    assert len(torch.unique(rel.round(decimals=6), dim=0)) <= coarse.num_centroids < len(X)
+
+
+def test_parameter_validation():
+    with pytest.raises(ValueError):
+        Concat(parts=["cosine", "nope"])
+    with pytest.raises(ValueError):
+        VQCosine(t=0)
+    with pytest.raises(ValueError):
+        RobustCosine(statistics="running")
+    with pytest.raises(RuntimeError):
+        RobustCosine().project(torch.randn(3, 2), torch.randn(2, 2))

@@ -1,0 +1,61 @@
+"""Topological densification: death times against scipy's MST, differentiability,
+the loss decreasing under optimisation, and the regularizer's weighting."""
+
+import numpy as np
+import pytest
+import torch
+from scipy.sparse.csgraph import minimum_spanning_tree
+from scipy.spatial.distance import cdist
+
+from relbench.interfaces import RegularizerBatch
+from relbench_topology import Topological
+from relbench_topology.persistence import class_death_times, death_times
+from relbench_topology.regularizer import densification_loss
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_death_times_equal_scipy_mst_edge_lengths(seed):
+    pts = np.random.default_rng(seed).normal(size=(17, 5))
+    expected = np.sort(minimum_spanning_tree(cdist(pts, pts)).data)
+    got = np.sort(death_times(torch.tensor(pts)).numpy())
+    assert got.shape == (16,)
+    np.testing.assert_allclose(got, expected, rtol=1e-10)
+
+
+def test_class_death_times_are_per_class():
+    pts = torch.tensor([[0.0], [1.0], [3.0], [100.0], [102.0]])
+    labels = torch.tensor([0, 0, 0, 1, 1])
+    assert sorted(class_death_times(pts, labels).tolist()) == [1.0, 2.0, 2.0]
+
+
+def test_loss_is_differentiable_and_decreases_when_optimising_points():
+    g = torch.Generator().manual_seed(0)
+    pts = (3 * torch.randn(40, 3, generator=g)).requires_grad_(True)
+    labels = torch.arange(40) % 4
+    opt = torch.optim.SGD([pts], lr=0.05)
+    losses = []
+    for _ in range(150):
+        loss = densification_loss(pts, labels, beta=0.5)
+        opt.zero_grad()
+        loss.backward()
+        assert torch.isfinite(pts.grad).all()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+    d = class_death_times(pts.detach(), labels)
+    assert (d - 0.5).abs().median() < 0.2  # most death times pulled to beta
+
+
+def test_regularizer_weights_before_and_after():
+    emb = torch.tensor([[0.0, 0.0], [2.0, 0.0], [0.0, 5.0], [0.0, 6.0]])
+    rel = torch.tensor([[0.0], [1.0], [0.0], [4.0]])
+    labels = torch.tensor([0, 0, 1, 1])
+    batch = RegularizerBatch(labels=labels, embeddings={"e": emb}, relative={"e": rel})
+    reg = Topological(weight_before=0.1, weight_after=0.9, beta=1.0, lam=0.5)
+    before = abs(2 - 1) + abs(1 - 1)
+    after = abs(1 - 1) + abs(4 - 1)
+    assert reg.loss(batch).item() == pytest.approx(0.5 * (0.1 * before + 0.9 * after))
+    assert Topological().batch_shape() == (8, 16)
+    assert Topological.needs_adapter
+    with pytest.raises(ValueError):
+        Topological(samples_per_class=1)
