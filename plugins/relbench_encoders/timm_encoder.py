@@ -1,0 +1,173 @@
+"""Image encoder: any timm model, pre-logits features."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import torch
+
+from relbench.errors import MissingAsset
+from relbench.interfaces import Encoder, EncoderContext, progress_bar
+from relbench_encoders import packaged
+from relbench_encoders._common import cache_subdir, file_sha256, import_timm, is_cuda_oom, to_pil_rgb
+
+
+class _Images(torch.utils.data.Dataset):
+    """Items → preprocessed tensors (decoding/resizing runs in DataLoader workers)."""
+
+    def __init__(self, items: Sequence[Any], transform: Any):
+        self.items, self.transform = items, transform
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.transform(to_pil_rgb(self.items[i]))
+
+
+@dataclass
+class TimmEncoder(Encoder):
+    """Image encoder from timm: the pooled pre-logits features of any timm model.
+
+    Images are preprocessed with timm's own data config for the model (resolution,
+    mean/std, interpolation, centre crop: ``timm.data.resolve_data_config`` +
+    ``create_transform``); grey images are repeated to 3 channels. Inference runs batched
+    under ``torch.inference_mode`` in channels-last layout, with bf16 autocast on CUDA;
+    a CUDA out-of-memory error halves the batch and retries.
+
+    Parameters
+    ----------
+    model: timm model name (default ``tf_efficientnet_lite0``; our choice, its weights ship
+        in a pip package).
+    weights: where the weights come from (default ``auto``: ``packaged`` when a packaged
+        resolver exists for ``model`` — ``tf_efficientnet_lite0/1/2``, ``mobilenetv2_100`` —
+        otherwise ``hub``). ``hub``: timm's pretrained download; ``file``: a local
+        checkpoint at ``path`` (a timm-keyed state dict, ``.safetensors``/``.pth``);
+        ``packaged``: converted from the pip package; ``random``: untrained weights drawn
+        with ``seed``.
+    path: local weight file for ``weights: file`` (default none).
+    image_size: square input resolution overriding timm's data config (default none:
+        the model's native resolution).
+    seed: seed of the random initialisation for ``weights: random`` (default 0).
+    """
+
+    name: ClassVar[str] = "timm"
+    modalities: ClassVar[tuple[str, ...]] = ("image",)
+
+    model: str = "tf_efficientnet_lite0"
+    weights: Literal["auto", "hub", "file", "packaged", "random"] = "auto"
+    path: str | None = None
+    image_size: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.weights not in ("auto", "hub", "file", "packaged", "random"):
+            raise ValueError(f"weights must be auto, hub, file, packaged or random, got {self.weights!r}")
+        if self.weights == "file" and not self.path:
+            raise ValueError("weights: file needs `path` to a local weight file")
+        if self.weights == "packaged" and self.model not in packaged.RESOLVERS:
+            raise ValueError(
+                f"no packaged weights for {self.model!r}; packaged models: {', '.join(sorted(packaged.RESOLVERS))}"
+            )
+        if self.image_size is not None and self.image_size < 8:
+            raise ValueError(f"image_size must be at least 8, got {self.image_size}")
+        self._net: torch.nn.Module | None = None
+        self._transform = None
+        self._batch = 0
+
+    @property
+    def source(self) -> str:
+        """The weight source after resolving ``auto``."""
+        if self.weights == "auto":
+            return "packaged" if self.model in packaged.RESOLVERS else "hub"
+        return self.weights
+
+    def fingerprint(self, ctx: EncoderContext) -> str:
+        """Hash of the weight file (packaged/file), or the model name (hub/random)."""
+        src = self.source
+        if src == "packaged":
+            return "sha256:" + file_sha256(packaged.source_file(self.model), cache_subdir(ctx, "weights") / "hashes")
+        if src == "file":
+            return "sha256:" + file_sha256(self._file(), cache_subdir(ctx, "weights") / "hashes")
+        if src == "random":
+            return f"random:{self.model}:{self.seed}"
+        return f"hub:{self.model}"
+
+    def _file(self) -> Path:
+        path = Path(self.path or "").expanduser()
+        if not path.is_file():
+            raise MissingAsset(f"timm weight file {path} does not exist (weights: file, path: {self.path})")
+        return path
+
+    def build(self, ctx: EncoderContext | None = None) -> torch.nn.Module:
+        """The timm model with its weights, ``num_classes=0`` (pre-logits), eval mode."""
+        timm = import_timm()
+        src = self.source
+        if src == "packaged":
+            net = packaged.load_packaged(self.model, cache_subdir(ctx, "weights"))
+        elif src == "file":
+            net = timm.create_model(
+                self.model, pretrained=True, pretrained_cfg_overlay=dict(file=str(self._file())), num_classes=0
+            )
+        elif src == "random":
+            torch.manual_seed(self.seed)
+            net = timm.create_model(self.model, pretrained=False, num_classes=0)
+        else:
+            try:
+                net = timm.create_model(self.model, pretrained=True, num_classes=0)
+            except Exception as exc:  # noqa: BLE001 - the hub may be unreachable
+                raise MissingAsset(
+                    f"could not fetch timm weights for {self.model!r} from the hub ({exc}); use "
+                    f"weights: packaged/file, or run where the hub is reachable"
+                ) from exc
+        return net.eval()
+
+    def setup(self, ctx: EncoderContext) -> None:
+        """Load the network and its preprocessing."""
+        timm = import_timm()
+        net = self.build(ctx)
+        config = timm.data.resolve_data_config({}, model=net)
+        if self.image_size is not None:
+            config["input_size"] = (3, self.image_size, self.image_size)
+        self._transform = timm.data.create_transform(**config, is_training=False)
+        self._net = net.to(ctx.device, memory_format=torch.channels_last)
+        self._batch = max(1, ctx.batch_size)
+
+    def _forward(self, x: torch.Tensor, device: torch.device) -> torch.Tensor:
+        """Run the net on ``x`` in chunks, halving the chunk on CUDA OOM."""
+        out, i = [], 0
+        while i < len(x):
+            chunk = x[i : i + self._batch].to(device, non_blocking=True).contiguous(memory_format=torch.channels_last)
+            try:
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                    out.append(self._net(chunk).float().cpu())
+            except Exception as exc:  # noqa: BLE001 - only OOM is retried
+                if not is_cuda_oom(exc) or self._batch == 1:
+                    raise
+                torch.cuda.empty_cache()
+                self._batch //= 2
+                continue
+            i += len(chunk)
+        return torch.cat(out)
+
+    def encode(self, items: Sequence[Any], ctx: EncoderContext) -> torch.Tensor:
+        """Embed images: ``len(items) × num_features`` float32 on CPU."""
+        if self._net is None:
+            self.setup(ctx)
+        if len(items) == 0:
+            return torch.zeros(0, self._net.num_features)
+        loader = torch.utils.data.DataLoader(
+            _Images(items, self._transform),
+            batch_size=max(1, ctx.batch_size),
+            num_workers=ctx.num_workers,
+            pin_memory=ctx.device.type == "cuda",
+        )
+        out = []
+        with torch.inference_mode(), progress_bar(total=len(items), desc=f"timm {self.model}", unit="samples") as bar:
+            for x in loader:
+                out.append(self._forward(x, ctx.device))
+                bar.update(len(x))
+        return torch.cat(out)

@@ -1,0 +1,213 @@
+"""Small networks trained here per seed: classifier encoders (penultimate layer) and a
+convolutional autoencoder for reconstruction stitching."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from relbench.interfaces import Encoder, EncoderContext
+from relbench.training import minibatches, seeded_generator, train_classifier
+from relbench_encoders._common import params_hash, to_pil_rgb
+
+
+def grey_images(items: Sequence[Any], size: int) -> torch.Tensor:
+    """Images (PIL or uint8 arrays) → ``n × 1 × size × size`` float32 in [0, 1].
+
+    Arrays already ``size×size`` grey are used as they are; others are converted to grey
+    and resized (bilinear)."""
+    from PIL import Image
+
+    out = np.empty((len(items), size, size), np.float32)
+    for i, item in enumerate(items):
+        arr = np.asarray(item) if not isinstance(item, Image.Image) else None
+        if arr is None or arr.shape != (size, size):
+            img = to_pil_rgb(item).convert("L")
+            if img.size != (size, size):
+                img = img.resize((size, size), resample=Image.Resampling.BILINEAR)
+            arr = np.asarray(img)
+        out[i] = arr.astype(np.float32) / 255.0
+    return torch.from_numpy(out).unsqueeze(1)
+
+
+def _is_image(item: Any) -> bool:
+    from PIL import Image
+
+    return isinstance(item, Image.Image) or (np.asarray(item).dtype == np.uint8 and np.asarray(item).ndim in (2, 3))
+
+
+def as_inputs(items: Sequence[Any], size: int) -> torch.Tensor:
+    """Images → grey ``n×1×size×size`` tensors; feature vectors → ``n × d`` float32."""
+    if len(items) and _is_image(items[0]):
+        return grey_images(items, size)
+    return torch.as_tensor(np.stack([np.asarray(x, dtype=np.float32).reshape(-1) for x in items]))
+
+
+class _Body(nn.Module):
+    """The feature extractor of a trained encoder (output: the penultimate layer)."""
+
+    def __init__(self, arch: str, in_shape: tuple[int, ...], width: int):
+        super().__init__()
+        if arch == "cnn":
+            if len(in_shape) != 3:
+                raise ValueError("arch: cnn needs images; got feature vectors (use arch: mlp)")
+            self.net = nn.Sequential(
+                nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                nn.AdaptiveAvgPool2d(4), nn.Flatten(),
+                nn.Linear(32 * 16, width), nn.ReLU(),
+            )
+        else:
+            n_in = int(np.prod(in_shape))
+            self.net = nn.Sequential(nn.Flatten(), nn.Linear(n_in, 256), nn.ReLU(), nn.Linear(256, width), nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+@dataclass
+class TrainedEncoder(Encoder):
+    """Encoder trained here: a small MLP or CNN classifier fitted per seed on the task's
+    training split; the embedding is its penultimate layer.
+
+    Items are images (converted to grey, resized to ``image_size``, scaled to [0, 1] and
+    standardised with the training split's mean and std) or precomputed feature vectors
+    (standardised per dimension; ``mlp`` only). Training: Adam, cross-entropy on the
+    split's labels, seeded batches (relbench.training), deterministic per seed on CPU.
+    Different seeds give the differently initialised networks of Moschella 2023 §5.
+
+    Parameters
+    ----------
+    arch: ``mlp`` (Flatten → 256 → ReLU → width → ReLU) or ``cnn`` (two conv+pool
+        blocks, 16 and 32 channels, → width → ReLU) (default ``mlp``: our choice).
+    seed: seed of initialisation and batch order (default 0).
+    width: width of the penultimate layer, the embedding size (default 64: our choice).
+    epochs: training epochs (default 3: our choice, small for CPU).
+    lr: Adam learning rate (default 1e-3).
+    batch_size: training batch size (default 128).
+    image_size: side images are resized to (default 28, the MNIST family's).
+    """
+
+    name: ClassVar[str] = "trained"
+    modalities: ClassVar[tuple[str, ...]] = ()
+
+    arch: Literal["mlp", "cnn"] = "mlp"
+    seed: int = 0
+    width: int = 64
+    epochs: int = 3
+    lr: float = 1e-3
+    batch_size: int = 128
+    image_size: int = 28
+
+    def __post_init__(self) -> None:
+        if self.arch not in ("mlp", "cnn"):
+            raise ValueError(f"arch must be mlp or cnn, got {self.arch!r}")
+        if min(self.width, self.epochs, self.batch_size, self.image_size) < 1 or self.lr <= 0:
+            raise ValueError("width, epochs, batch_size, image_size and lr must be positive")
+        self._body: _Body | None = None
+        self._stats: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def fingerprint(self, ctx: EncoderContext) -> str:
+        """Hash of the parameters, the view and the data set's fingerprint."""
+        return params_hash(dict(params=self.params(), view=ctx.view, data=ctx.dataset.fingerprint))
+
+    def _standardise(self, x: torch.Tensor) -> torch.Tensor:
+        mean, std = self._stats
+        return (x - mean) / std
+
+    def setup(self, ctx: EncoderContext) -> None:
+        """Train the classifier on ``ctx.train`` (its view ``ctx.view`` and labels)."""
+        if ctx.train.labels is None:
+            raise ValueError("the trained encoder needs a labelled training split")
+        x = as_inputs(ctx.train.views[ctx.view], self.image_size)
+        if x.ndim == 4:
+            self._stats = (x.mean(), x.std().clamp_min(1e-6))
+        else:
+            self._stats = (x.mean(0), x.std(0).clamp_min(1e-6))
+        y = torch.as_tensor(np.asarray(ctx.train.labels), dtype=torch.long)
+        torch.manual_seed(self.seed)
+        body = _Body(self.arch, tuple(x.shape[1:]), self.width)
+        model = nn.Sequential(body, nn.Linear(self.width, int(y.max()) + 1)).to(ctx.device)
+        train_classifier(model, self._standardise(x).to(ctx.device), y, epochs=self.epochs, lr=self.lr,
+                         batch_size=self.batch_size, seed=self.seed)
+        self._body = body.eval()
+
+    def encode(self, items: Sequence[Any], ctx: EncoderContext) -> torch.Tensor:
+        """Penultimate-layer features: ``len(items) × width`` float32 on CPU."""
+        if self._body is None:
+            self.setup(ctx)
+        x = self._standardise(as_inputs(items, self.image_size))
+        with torch.inference_mode():
+            return torch.cat([self._body(c.to(ctx.device)).float().cpu() for c in x.split(1024)]) if len(x) \
+                else torch.zeros(0, self.width)
+
+
+class Autoencoder(nn.Module):
+    """A convolutional autoencoder for ``1 × H × W`` images in [0, 1] (H, W divisible by 4).
+
+    Encoder: conv 16 (stride 2) → ReLU → conv 32 (stride 2) → ReLU → Linear → bottleneck.
+    Decoder: Linear → two transposed convs (stride 2) → sigmoid.
+    """
+
+    def __init__(self, image_size: int = 28, bottleneck: int = 16):
+        super().__init__()
+        if image_size % 4:
+            raise ValueError(f"image_size must be divisible by 4, got {image_size}")
+        side = image_size // 4
+        self.encoder = nn.Sequential(
+            nn.Conv2d(1, 16, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Flatten(), nn.Linear(32 * side * side, bottleneck),
+        )
+        self.decoder = nn.Sequential(
+            nn.Linear(bottleneck, 32 * side * side), nn.ReLU(), nn.Unflatten(1, (32, side, side)),
+            nn.ConvTranspose2d(32, 16, 4, stride=2, padding=1), nn.ReLU(),
+            nn.ConvTranspose2d(16, 1, 4, stride=2, padding=1), nn.Sigmoid(),
+        )
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Images ``n × 1 × H × W`` → latents ``n × bottleneck``."""
+        return self.encoder(x)
+
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        """Latents ``n × bottleneck`` → images ``n × 1 × H × W``."""
+        return self.decoder(z)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decode(self.encode(x))
+
+
+def train_autoencoder(
+    images: Sequence[Any] | torch.Tensor,
+    seed: int,
+    *,
+    bottleneck: int = 16,
+    image_size: int = 28,
+    epochs: int = 5,
+    lr: float = 1e-3,
+    batch_size: int = 128,
+    device: torch.device | str = "cpu",
+) -> Autoencoder:
+    """Train an :class:`Autoencoder` with MSE on ``images`` (items, or a float tensor
+    ``n × 1 × H × W`` in [0, 1]); initialisation and batches seeded. Returns it in eval
+    mode on ``device``; deterministic per seed on CPU."""
+    x = images if isinstance(images, torch.Tensor) else grey_images(images, image_size)
+    x = x.to(device)
+    torch.manual_seed(seed)
+    model = Autoencoder(int(x.shape[-1]), bottleneck).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    gen = seeded_generator(seed)
+    model.train()
+    for _ in range(epochs):
+        for idx in minibatches(len(x), batch_size, gen):
+            batch = x[idx.to(x.device)]
+            loss = nn.functional.mse_loss(model(batch), batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    return model.eval()

@@ -1,0 +1,99 @@
+"""Encoders trained per seed, the autoencoder helper, and precomputed embeddings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from safetensors.numpy import save_file
+from sklearn.datasets import load_digits
+
+from relbench.interfaces import DatasetData, EncoderContext, Split
+from relbench_encoders.precomputed import MissingIds, PrecomputedEncoder
+from relbench_encoders.trained import TrainedEncoder, train_autoencoder
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny nets train faster on one thread (and never oversubscribe a busy CPU)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def digits_ctx(tmp_path, n=600):
+    d = load_digits()
+    imgs = [(x * 255 / 16).astype(np.uint8) for x in d.images[:n]]  # 8×8 uint8 grey
+    split = Split(ids=[str(i) for i in range(n)], labels=d.target[:n], views={"image": imgs})
+    data = DatasetData("digits", {"train": split}, [str(c) for c in range(10)], {"image": "image"}, "digits-fp")
+    return EncoderContext(torch.device("cpu"), "image", data, split, tmp_path), imgs, d.target[:n]
+
+
+def nearest_centroid_accuracy(X: torch.Tensor, y: np.ndarray) -> float:
+    y = torch.as_tensor(y)
+    centroids = torch.stack([X[y == c].mean(0) for c in range(10)])
+    return float((torch.cdist(X, centroids).argmin(1) == y).float().mean())
+
+
+@pytest.mark.parametrize("arch", ["mlp", "cnn"])
+def test_trained_encoder_is_seeded_and_learns(arch, tmp_path):
+    ctx, imgs, y = digits_ctx(tmp_path)
+    kw = dict(arch=arch, width=32, epochs=4, image_size=8)
+    a = TrainedEncoder(seed=0, **kw).encode(imgs, ctx)
+    b = TrainedEncoder(seed=0, **kw).encode(imgs, ctx)
+    c = TrainedEncoder(seed=1, **kw).encode(imgs, ctx)
+    assert a.shape == (600, 32) and a.dtype == torch.float32 and torch.isfinite(a).all()
+    assert torch.equal(a, b) and not torch.allclose(a, c)
+    assert nearest_centroid_accuracy(a, y) > 0.7  # chance is 0.1
+    fp = TrainedEncoder(seed=0, **kw).fingerprint(ctx)
+    assert fp == TrainedEncoder(seed=0, **kw).fingerprint(ctx) != TrainedEncoder(seed=1, **kw).fingerprint(ctx)
+
+
+def test_trained_encoder_accepts_feature_vectors(tmp_path):
+    d = load_digits()
+    feats = [row.astype(np.float32) for row in d.data[:300]]
+    split = Split(ids=[str(i) for i in range(300)], labels=d.target[:300], views={"f": feats})
+    ctx = EncoderContext(torch.device("cpu"), "f", DatasetData("x", {"train": split}, [], {"f": "image"}, "fp"),
+                         split, tmp_path)
+    X = TrainedEncoder(width=16, epochs=5).encode(feats, ctx)
+    assert X.shape == (300, 16) and nearest_centroid_accuracy(X, d.target[:300]) > 0.7
+    with pytest.raises(ValueError, match="cnn"):
+        TrainedEncoder(arch="cnn").encode(feats, ctx)
+
+
+def test_autoencoder_reconstructs_and_is_seeded():
+    d = load_digits()
+    x = torch.nn.functional.interpolate(torch.as_tensor(d.images[:256] / 16, dtype=torch.float32)[:, None], size=12)
+    ae = train_autoencoder(x, seed=0, bottleneck=8, epochs=30, batch_size=32)
+    ae2 = train_autoencoder(x, seed=0, bottleneck=8, epochs=30, batch_size=32)
+    with torch.inference_mode():
+        z = ae.encode(x)
+        err = torch.nn.functional.mse_loss(ae.decode(z), x)
+        assert torch.equal(z, ae2.encode(x))
+    baseline = torch.nn.functional.mse_loss(x.mean(0, keepdim=True).expand_as(x), x)
+    assert z.shape == (256, 8) and err < 0.6 * baseline
+
+
+def test_precomputed_reads_npy_safetensors_parquet(tmp_path):
+    ids = ["a", "b", "c", "dé"]
+    X = np.arange(12, dtype=np.float32).reshape(4, 3)
+    np.save(tmp_path / "e.npy", X)
+    (tmp_path / "ids.txt").write_text("\n".join(ids), encoding="utf-8")
+    raw = [s.encode("utf-8") for s in ids]
+    id_bytes = np.zeros((4, max(map(len, raw))), np.uint8)
+    for i, r in enumerate(raw):
+        id_bytes[i, : len(r)] = np.frombuffer(r, np.uint8)
+    save_file({"embeddings": X, "ids": id_bytes}, str(tmp_path / "e.safetensors"))
+    pd.DataFrame({"id": ids, "embedding": list(X)}).to_parquet(tmp_path / "e.parquet")
+    query = ["dé", "a", "c"]
+    ctx = EncoderContext(torch.device("cpu"), "id", None, None, tmp_path)
+    for enc in (PrecomputedEncoder(path=str(tmp_path / "e.npy"), ids=str(tmp_path / "ids.txt")),
+                PrecomputedEncoder(path=str(tmp_path / "e.safetensors")),
+                PrecomputedEncoder(path=str(tmp_path / "e.parquet"))):
+        out = enc.encode(query, ctx)
+        assert out.dtype == torch.float32 and torch.equal(out, torch.from_numpy(X[[3, 0, 2]]))
+        assert enc.fingerprint(ctx)
+        with pytest.raises(MissingIds):
+            enc.encode(["zz"], ctx)

@@ -1,0 +1,94 @@
+"""Word vectors: MurmurHash64A against spaCy's keys, table lookups, bag-of-vectors maths,
+gensim tables trained on shipped text, and the word-vocab data set."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from relbench.interfaces import DatasetData, EncoderContext, Split
+from relbench_encoders.corpus import tokenize
+from relbench_encoders.tables import FrFastTextTable, fr_vocab_dir, get_table, murmurhash64a
+from relbench_encoders.vocab import WordVocab
+from relbench_encoders.words import BagOfVectors, WordVectors
+
+SMALL = dict(corpus=["rotten-tomatoes"], dim=16, epochs=1, min_count=5)
+
+
+def make_ctx(tmp_path, items, view="word"):
+    split = Split(ids=[str(i) for i in range(len(items))], labels=None, views={view: list(items)})
+    data = DatasetData("t", {"train": split}, [], {view: "word"}, "fp")
+    return EncoderContext(torch.device("cpu"), view, data, split, tmp_path)
+
+
+def cos(a, b):
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def test_murmurhash64a_reproduces_spacy_keys():
+    # spaCy's documented key for "coffee" (StringStore, MurmurHash64A seed 1)
+    assert murmurhash64a(b"coffee") == 3197928453018144401
+    table = FrFastTextTable()
+    strings = json.loads((fr_vocab_dir() / "strings.json").read_text(encoding="utf-8"))[:3000]
+    hits = sum(murmurhash64a(s.encode("utf-8")) in table.key2row for s in strings)
+    # about half of the stored strings (the vocabulary words) have a vector; with a wrong
+    # hash the chance of even one hit among 500k keys out of 2^64 is ~1e-10
+    assert hits > 1000
+    for word in ("maison", "roi", "reine", "été", "déjà"):  # multi-byte UTF-8 and tails of every length
+        assert word in table
+
+
+def test_glove_and_french_vectors_have_meaningful_neighbours(tmp_path):
+    ctx = make_ctx(tmp_path, [])
+    glove = WordVectors(table="glove").encode(["king", "queen", "banana", "zzqxv"], ctx).numpy()
+    assert glove.shape == (4, 50) and glove.dtype == np.float32
+    assert cos(glove[0], glove[1]) > cos(glove[0], glove[2]) + 0.3
+    assert not glove[3].any()
+    enc = WordVectors(table="fr-fasttext")
+    fr = enc.encode(["roi", "reine", "banane"], ctx).numpy()
+    assert fr.shape == (3, 300) and cos(fr[0], fr[1]) > cos(fr[0], fr[2]) + 0.2
+    assert enc.oov_count == 0
+
+
+def test_bag_of_vectors_is_the_mean_of_known_tokens(tmp_path):
+    ctx = make_ctx(tmp_path, [], view="en")
+    texts = ["The King, and the Queen!", "zzqxv qqzzv", "king"]
+    enc = BagOfVectors(table="glove")
+    X = enc.encode(texts, ctx).numpy()
+    vec, found = get_table("glove", tmp_path).lookup(tokenize(texts[0]))
+    assert tokenize(texts[0]) == ["the", "king", "and", "the", "queen"] and found.all()
+    assert np.allclose(X[0], vec.mean(0), atol=1e-6)
+    assert not X[1].any() and enc.empty_count == 1
+    assert np.allclose(X[2], get_table("glove", tmp_path).lookup(["king"])[0][0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("table", ["word2vec", "fasttext"])
+def test_gensim_tables_train_deterministically_and_cache(table, tmp_path):
+    ctx = make_ctx(tmp_path, [])
+    words = ["good", "bad", "movie", "film"]
+    a = WordVectors(table=table, seed=1, **SMALL).encode(words, ctx)
+    get_table.cache_clear()  # reload from the disk cache
+    b = WordVectors(table=table, seed=1, **SMALL).encode(words, ctx)
+    assert a.shape == (4, 16) and torch.equal(a, b)
+    assert list((tmp_path / "words").glob(f"{table}-*.kv"))
+    fp1 = WordVectors(table=table, seed=1, **SMALL).fingerprint(ctx)
+    assert fp1 != WordVectors(table=table, seed=2, **SMALL).fingerprint(ctx)
+
+
+def test_word_vocab_shared_words(tmp_path):
+    data = WordVocab(tables=["glove", "fr-fasttext"], size=50, top=400, seed=0).load()
+    words = data.splits["train"].views["word"]
+    assert len(words) == 50 and len(set(words)) == 50
+    assert data.splits["test"].ids == data.splits["train"].ids == words
+    assert data.splits["train"].labels is None and data.class_names == [] and data.view_modalities == {"word": "word"}
+    glove = get_table("glove", tmp_path)
+    rows = glove.rows(words)
+    assert (np.diff(rows) > 0).all() and rows.max() < 2000  # frequency order, from the frequent pool
+    fr = FrFastTextTable()
+    assert all(w in fr for w in words)
+    other = WordVocab(tables=["glove", "fr-fasttext"], size=50, top=400, seed=1).load()
+    assert other.splits["train"].ids != words and other.fingerprint != data.fingerprint
