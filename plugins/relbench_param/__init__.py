@@ -1,1 +1,33 @@
-"""relbench built-in plugins: param (being written)."""
+"""relbench built-in plugins from PARAM (Svendsen, Jakobsen et al., "Parameterized anchor
+representations via adaptive matrices").
+
+* similarity ``wip`` (whitened inner product with a shrinkage covariance);
+* anchor selector ``param`` (learned convex-mixture anchors shared by every bank);
+* regularizers ``soft-jaccard``, ``barlow-twins``, ``align-uniform`` (the pairwise
+  PARAM losses, for heads trained on several banks).
+
+The losses themselves are pure functions in :mod:`relbench_param.losses`.
+"""
+
+from relbench import hookimpl
+from relbench_param.regularizers import AlignUniformRegularizer, BarlowTwinsRegularizer, SoftJaccardRegularizer
+from relbench_param.selector import PARAMSelector
+from relbench_param.wip import WhitenedInnerProduct
+
+
+@hookimpl
+def relbench_similarities():
+    """The whitened inner product."""
+    return [WhitenedInnerProduct]
+
+
+@hookimpl
+def relbench_anchor_selectors():
+    """Learned mixture anchors."""
+    return [PARAMSelector]
+
+
+@hookimpl
+def relbench_regularizers():
+    """The pairwise PARAM losses."""
+    return [SoftJaccardRegularizer, BarlowTwinsRegularizer, AlignUniformRegularizer]

@@ -1,0 +1,67 @@
+"""Heads trained on a target's *absolute* space (what IRP and direct translations feed).
+
+Two kinds:
+
+* ``reference`` — the harness's reference head (``LayerNorm → Linear → act →
+  InstanceNorm across the batch → Linear``, per-modality settings shared with the
+  relative decoder), so IRP, Procrustes, affine and the absolute baseline compare on
+  one head. The IRP paper does not describe the heads of its stitching table (§5).
+* ``mlp`` — the heads of IRP §4.2 (scale invariance): a multi-layer perceptron with two
+  hidden layers and no normalisation layer, with a cosine, ReLU or tanh activation.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import nn
+
+from relbench.training import train_classifier
+from relbench_relreps.heads import resolve
+
+HeadKind = Literal["reference", "mlp"]
+ACTIVATIONS = ("cos", "relu", "tanh")
+
+
+class Cos(nn.Module):
+    """Element-wise cosine activation (IRP Figure 4's non-monotone case)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cos(x)
+
+
+def mlp_head(in_dim: int, hidden: int, num_classes: int, activation: str = "relu") -> nn.Sequential:
+    """Two hidden layers, no normalisation (IRP §4.2)."""
+    act = {"cos": Cos, "relu": nn.ReLU, "tanh": nn.Tanh}[activation]
+    return nn.Sequential(nn.Linear(in_dim, hidden), act(), nn.Linear(hidden, hidden), act(),
+                         nn.Linear(hidden, num_classes))
+
+
+def fit_absolute_head(
+    kind: HeadKind,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    num_classes: int,
+    modality: str,
+    seed: int,
+    hidden: int,
+    batch_size: int,
+    epochs: int | None = None,
+    lr: float | None = None,
+    activation: str = "relu",
+) -> nn.Module:
+    """Train a head of ``kind`` on absolute embeddings ``X`` (labels ``y``), seeded.
+
+    ``epochs``/``lr`` of ``None`` take the modality's reference defaults (the same for
+    both kinds); ``activation`` applies to ``mlp`` heads.
+    """
+    settings = resolve(modality, epochs, lr, hidden, batch_size)
+    torch.manual_seed(seed)
+    if kind == "reference":
+        head = settings.build(X.shape[1], num_classes, X.device)
+    else:
+        head = mlp_head(X.shape[1], hidden, num_classes, activation).to(X.device)
+    return train_classifier(head, X, y.long(), epochs=settings.epochs, lr=settings.lr,
+                            batch_size=settings.batch_size, seed=seed)

@@ -1,0 +1,228 @@
+"""Latent translation quality (IRP §4.1): how well IRP reconstructs a space, over ω × δ."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from tabulate import tabulate
+
+from relbench.errors import ConfigError
+from relbench.interfaces import ResultRow, TaskKind
+from relbench.training import seeded_generator
+from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise
+
+METRICS = ("reconstruction_cosine", "condition_number", "anchors_kept")
+SETTINGS = ("intra", "inter")
+
+
+def sample_ids(ids: list[str], max_samples: int, seed: int) -> list[str]:
+    """At most ``max_samples`` ids, a seeded random subset kept in split order."""
+    if max_samples <= 0 or len(ids) <= max_samples:
+        return list(ids)
+    keep = torch.randperm(len(ids), generator=seeded_generator(seed))[:max_samples].sort().values
+    return [ids[i] for i in keep.tolist()]
+
+
+@dataclass
+class TranslationQuality(TaskKind):
+    """Latent translation quality of IRP (Maiorca et al. 2024, §4.1): reconstruction cosine over an ω × δ grid.
+
+    For every seed, selector and target encoder, the target's anchors are pruned with
+    FPS at each δ into max(ω) subspaces; every encoder's test embeddings (the target's
+    own: *intra-space*; the others: *inter-space*) are translated into the target and
+    compared with the target's true embeddings of the same samples. Rows per (source,
+    target, ω, δ): ``reconstruction_cosine``, ``condition_number`` (mean over the ω
+    pruned anchor matrices), ``anchors_kept`` (mean over the ω subspaces); plus
+    ``absolute_cosine`` (untranslated source vs target, when widths agree: the paper's
+    Table 1 "absolute" column). The page shows Figure-3-style heatmaps and tables.
+
+    Parameters:
+        omegas: numbers of subspaces ω to evaluate. Default [1, 2, 4, 8, 16] (our grid
+            around the paper's ω = 8).
+        deltas: pruning thresholds δ. Default [0.5, 0.6, 0.65, 0.7, 0.75, 0.8] (covers
+            the paper's 0.65–0.8).
+        pinv: ``plain`` (paper) or ``ridge`` pseudo-inverse. Default plain.
+        ridge_alpha: Tikhonov α for ``ridge``. Default 0.01 (our choice).
+        mean_norm: norm of decoded rows: mean norm of the centred target ``anchors``
+            (paper) or ``train`` embeddings. Default anchors.
+        completion: apply anchor completion (§3.3). Default False.
+        max_samples: test samples evaluated per cell (seeded subset; 0 = all). Default
+            1000 (our choice, for CPU time).
+    """
+
+    name: ClassVar[str] = "translation-quality"
+    omegas: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
+    deltas: list[float] = field(default_factory=lambda: [0.5, 0.6, 0.65, 0.7, 0.75, 0.8])
+    pinv: PinvKind = "plain"
+    ridge_alpha: float = 0.01
+    mean_norm: Literal["anchors", "train"] = "anchors"
+    completion: bool = False
+    max_samples: int = 1000
+
+    def __post_init__(self) -> None:
+        if not self.omegas or any(o < 1 for o in self.omegas):
+            raise ValueError(f"translation-quality: omegas must be a non-empty list of integers ≥ 1, got {self.omegas}")
+        if not self.deltas or any(not 0.0 <= d <= 1.0 for d in self.deltas):
+            raise ValueError(f"translation-quality: deltas must be a non-empty list in [0, 1], got {self.deltas}")
+        if self.ridge_alpha <= 0 or self.max_samples < 0:
+            raise ValueError("translation-quality: ridge_alpha must be positive and max_samples ≥ 0")
+
+    def run(self, run) -> None:
+        """One unit per (seed, selector, target): every source × ω × δ."""
+        task = run.task
+        if not task.selectors:
+            raise ConfigError(f"task {task.name!r}: translation-quality needs at least one anchor selector in "
+                              f"grid.selectors (e.g. random).")
+        train, test = run.banks("train"), run.banks("test")
+        labels = [e.label for e in task.encoders]
+        todo = [(s, sel, t) for s in task.seeds for sel in task.selectors for t in labels]
+        for seed, sel, target in run.progress(todo, desc="translation quality", total=len(todo)):
+            key = {"seed": seed, "selector": sel.label, "stitcher": "irp", "target": target}
+            if run.is_done(key):
+                continue
+            with run.unit(key) as rows:
+                anchors = run.anchors(seed, sel)
+                rows += self._cell(run, anchors, train, test, labels, target, seed)
+
+    def _cell(self, run, anchors, train, test, labels, target, seed) -> list[ResultRow]:
+        ids = sample_ids(test[target].ids, self.max_samples, seed)
+        truth = test[target].rows(ids)
+        At = run.realise(anchors, target)
+        scale = None
+        if self.mean_norm == "train":
+            scale = float((train[target].X - At.mean(dim=0)).norm(dim=1).mean())
+        sources = {s: (run.realise(anchors, s), test[s].rows(ids)) for s in labels}
+        rows = [ResultRow(metric="absolute_cosine", source=s, target=target,
+                          value=float(F.cosine_similarity(X, truth, dim=1).mean()),
+                          extra={"setting": "intra" if s == target else "inter"})
+                for s, (_, X) in sources.items() if X.shape[1] == truth.shape[1]]
+        for delta in self.deltas:
+            dec = TargetDecoder.build(At, omega=max(self.omegas), delta=delta, seed=seed, pinv=self.pinv,
+                                      ridge_alpha=self.ridge_alpha, scale=scale)
+            kept = dec.anchors_kept()
+            for source, (As, Xs) in sources.items():
+                centre, maps = dec.maps(As)
+                Xs_hat = centre_normalise(Xs, centre)
+                cumulative = torch.stack(maps).cumsum(dim=0)
+                for omega in self.omegas:
+                    Y = dec.decode(Xs_hat, cumulative[omega - 1] / omega, self.completion)
+                    extra = {"omega": omega, "delta": delta, "setting": "intra" if source == target else "inter"}
+                    values = (float(F.cosine_similarity(Y, truth, dim=1).mean()),
+                              float(np.mean(dec.conds[:omega])), float(np.mean(kept[:omega])))
+                    rows += [ResultRow(metric=m, value=v, source=source, target=target, extra=dict(extra))
+                             for m, v in zip(METRICS, values)]
+        return rows
+
+    def leaderboard(self, df: pd.DataFrame, page) -> str:
+        """Heatmaps (Figure 3 style) and ω × δ tables, from the rows alone."""
+        d = df[(df["status"] == "ok") & df["metric"].isin(METRICS + ("absolute_cosine",))].copy()
+        if d.empty:
+            return "No results yet.\n"
+        for k in ("omega", "delta", "setting"):
+            d[k] = d["extra"].map(lambda e, k=k: e.get(k) if isinstance(e, dict) else None)
+        parts = []
+        for selector, g in d.groupby("selector", sort=False):
+            parts.append(f"### Anchors: {selector}\n")
+            grid = g[g["metric"].isin(METRICS)]
+            if not grid.empty:
+                parts.append(_heatmaps(grid, page, selector))
+                parts.append(_tables(grid))
+                parts.append(_pairs(g))
+        return "\n".join(parts)
+
+
+def _seed_stats(g: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Mean over cells within a seed, then mean and std over seeds."""
+    per_seed = g.groupby(by + ["seed"], dropna=False)["value"].mean().reset_index()
+    return per_seed.groupby(by, dropna=False)["value"].agg(["mean", "std"]).reset_index()
+
+
+def _grid(g: pd.DataFrame, metric: str, setting: str) -> tuple[list, list, np.ndarray]:
+    sub = g[(g["metric"] == metric) & (g["setting"] == setting)]
+    stats = _seed_stats(sub, ["omega", "delta"])
+    omegas, deltas = sorted(stats["omega"].unique()), sorted(stats["delta"].unique())
+    Z = np.full((len(omegas), len(deltas)), np.nan)
+    for _, r in stats.iterrows():
+        Z[omegas.index(r["omega"]), deltas.index(r["delta"])] = r["mean"]
+    return omegas, deltas, Z
+
+
+def _heatmaps(g: pd.DataFrame, page, selector: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    settings = [s for s in SETTINGS if (g["setting"] == s).any()]
+    titles = {"reconstruction_cosine": "reconstruction similarity", "condition_number": "condition number (log10)",
+              "anchors_kept": "anchors kept"}
+    fig, axes = plt.subplots(len(METRICS), len(settings), figsize=(4.2 * len(settings), 3.2 * len(METRICS)),
+                             squeeze=False)
+    for j, setting in enumerate(settings):
+        for i, metric in enumerate(METRICS):
+            omegas, deltas, Z = _grid(g, metric, setting)
+            shown = np.log10(Z) if metric == "condition_number" else Z
+            ax = axes[i, j]
+            im = ax.imshow(shown, aspect="auto", origin="lower", cmap="viridis")
+            ax.set_xticks(range(len(deltas)), [f"{x:g}" for x in deltas])
+            ax.set_yticks(range(len(omegas)), [str(int(o)) for o in omegas])
+            ax.set_xlabel("pruning threshold δ")
+            ax.set_ylabel("# subspaces ω")
+            ax.set_title(f"{setting} space: {titles[metric]}", fontsize=9)
+            for (r, c), v in np.ndenumerate(shown):
+                if np.isfinite(v):
+                    ax.text(c, r, f"{v:.2f}" if metric != "anchors_kept" else f"{v:.0f}", ha="center",
+                            va="center", fontsize=7, color="white")
+            fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in selector)
+    path, link = page.figure(f"omega_delta_{safe}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return f"![ω × δ sensitivity, {selector}]({link})\n"
+
+
+def _tables(g: pd.DataFrame) -> str:
+    from relbench.leaderboard import fmt
+
+    out = []
+    for setting in SETTINGS:
+        sub = g[(g["setting"] == setting) & (g["metric"] == "reconstruction_cosine")]
+        if sub.empty:
+            continue
+        stats = _seed_stats(sub, ["omega", "delta"])
+        deltas = sorted(stats["delta"].unique())
+        body = []
+        for omega, row in stats.groupby("omega"):
+            cells = {r["delta"]: fmt(r["mean"], r["std"]) for _, r in row.iterrows()}
+            body.append([int(omega)] + [cells.get(x, "n/a") for x in deltas])
+        out.append(f"Reconstruction cosine ↑, {setting}-space (mean ± std over seeds):\n\n"
+                   + tabulate(body, headers=["ω \\ δ"] + [f"{x:g}" for x in deltas], tablefmt="pipe") + "\n")
+    return "\n".join(out)
+
+
+def _pairs(g: pd.DataFrame) -> str:
+    """Per (source, target) at the best inter-space (ω, δ), beside the untranslated cosine."""
+    from relbench.leaderboard import fmt
+
+    cos = g[(g["metric"] == "reconstruction_cosine")]
+    inter = cos[cos["setting"] == "inter"]
+    if inter.empty:
+        inter = cos
+    best = _seed_stats(inter, ["omega", "delta"]).sort_values("mean", ascending=False).iloc[0]
+    at = cos[(cos["omega"] == best["omega"]) & (cos["delta"] == best["delta"])]
+    irp = _seed_stats(at, ["source", "target"])
+    absolute = _seed_stats(g[g["metric"] == "absolute_cosine"], ["source", "target"])
+    body = []
+    for _, r in irp.iterrows():
+        a = absolute[(absolute["source"] == r["source"]) & (absolute["target"] == r["target"])]
+        body.append([r["source"], r["target"], fmt(a["mean"].iloc[0], a["std"].iloc[0]) if len(a) else "n/a (widths differ)",
+                     fmt(r["mean"], r["std"])])
+    return (f"Per pair at ω = {int(best['omega'])}, δ = {best['delta']:g} (best inter-space mean):\n\n"
+            + tabulate(body, headers=["source (encoder)", "target (decoder)", "absolute cosine", "IRP cosine ↑"],
+                       tablefmt="pipe") + "\n")

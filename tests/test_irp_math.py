@@ -1,0 +1,160 @@
+"""IRP mathematics: FPS, the inverse relative projection, Procrustes and affine maps."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from relbench.interfaces import AnchorContext, Bank
+from relbench_irp import fps_indices, irp_translate
+from relbench_irp.fps import FPSSelector
+from relbench_irp.maps import affine_fit, procrustes_fit
+from relbench_irp.translate import TargetDecoder, centre_normalise, pseudo_inverse
+
+
+def gaussian(n, d, seed, shift=0.5):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, d, generator=g, dtype=torch.float64) + shift
+
+
+def orthogonal(d, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))[0]
+
+
+def anisotropic(n, d, seed):
+    """Correlated data: a low-rank signal plus noise (anchors prone to colinearity)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 4, generator=g, dtype=torch.float64) @ torch.randn(4, d, generator=g, dtype=torch.float64) \
+        + 0.3 * torch.randn(n, d, generator=g, dtype=torch.float64)
+
+
+def cos(a, b):
+    return float(F.cosine_similarity(a, b, dim=1).mean())
+
+
+def test_intra_space_inversion_is_exact_with_enough_anchors():
+    d = 32
+    X, A = gaussian(400, d, 0), gaussian(2 * d, d, 1)
+    Y, info = irp_translate(X, A, A, omega=1, delta=0.0)
+    assert info["anchors_kept"] == 2 * d
+    centre = A.mean(dim=0)
+    # the direction around the anchor mean is recovered exactly; only the per-row norm is lost
+    assert cos(Y - centre, X - centre) > 1 - 1e-9
+    assert cos(Y, X) > 0.99
+
+
+def test_inter_space_recovers_a_rotated_rescaled_translated_copy_of_another_width():
+    d, wide = 32, 40
+    X, A = gaussian(400, d, 0), gaussian(2 * d, d, 1)
+    embed = orthogonal(wide, 2)[:d]  # isometric embedding into a wider space, then rotation
+    T = lambda Z: 3.0 * Z @ embed + 2.0  # noqa: E731
+    for delta in (0.0, 0.5):
+        Y, _ = irp_translate(X, A, T(A), omega=8, delta=delta, seed=3)
+        assert Y.shape == (400, wide)
+        assert cos(Y, T(X)) > 0.99
+    # the default paper setting (δ = 0.7) prunes this 2d-anchor set hard; still a useful map
+    Y, info = irp_translate(X, A, T(A), omega=8, delta=0.7)
+    assert info["anchors_kept"] < 2 * d and cos(Y, T(X)) > 0.85
+
+
+def test_subspaces_average_and_completion_is_exact_for_orthogonal_maps():
+    d = 24
+    X, A = gaussian(300, d, 0), gaussian(3 * d, d, 1)
+    R = orthogonal(d, 5)
+    plain, _ = irp_translate(X, A, A @ R, omega=4, delta=0.0)
+    completed, _ = irp_translate(X, A, A @ R, omega=4, delta=0.0, completion=True)
+    assert torch.allclose(plain, completed, atol=1e-8)
+    ridge, _ = irp_translate(X, A, A @ R, omega=1, delta=0.0, pinv="ridge", ridge_alpha=1e-3)
+    assert cos(ridge, X @ R) > 0.99
+
+
+def test_pseudo_inverse_matches_torch_and_reports_the_condition_number():
+    A = gaussian(20, 12, 4)
+    W, cond = pseudo_inverse(A)
+    assert torch.allclose(W, torch.linalg.pinv(A.t()), atol=1e-10)
+    assert cond == pytest.approx(float(torch.linalg.cond(A)), rel=1e-9)
+
+
+def test_fps_picks_are_at_least_delta_apart_and_deterministic():
+    X = anisotropic(300, 16, 0)
+    for delta in (0.3, 0.6):
+        idx = fps_indices(X, delta, seed=7)
+        Xn = F.normalize(X[idx], dim=1)
+        dist = 1 - (Xn @ Xn.t()).abs()
+        off = ~torch.eye(len(idx), dtype=torch.bool)
+        assert len(idx) > 1 and float(dist[off].min()) >= delta - 1e-9
+        assert torch.equal(idx, fps_indices(X, delta, seed=7))
+        assert len(set(idx.tolist())) == len(idx)
+    assert not torch.equal(fps_indices(X, 0.3, seed=1), fps_indices(X, 0.3, seed=2))
+    assert len(fps_indices(X, 0.0, seed=0)) == 300
+    assert len(fps_indices(X, 0.0, seed=0, max_count=10)) == 10
+
+
+def test_condition_number_drops_and_anchors_shrink_as_delta_rises():
+    A = anisotropic(200, 32, 1)
+    conds, kept = [], []
+    for delta in (0.0, 0.3, 0.5, 0.7):
+        dec = TargetDecoder.build(A, omega=4, delta=delta, seed=0)
+        conds.append(sum(dec.conds) / 4)
+        kept.append(sum(dec.anchors_kept()) / 4)
+    assert all(a > b for a, b in zip(conds, conds[1:])), conds
+    assert all(a >= b for a, b in zip(kept, kept[1:])), kept
+
+
+def test_decoder_uses_target_statistics():
+    A = gaussian(50, 8, 0, shift=4.0)
+    dec = TargetDecoder.build(A, omega=2, delta=0.0)
+    assert torch.allclose(dec.centre, A.mean(dim=0))
+    assert dec.scale == pytest.approx(float((A - A.mean(dim=0)).norm(dim=1).mean()))
+    centre, maps = dec.maps(A)
+    Y = dec.decode(centre_normalise(A, centre), maps[0])
+    assert torch.allclose((Y - dec.centre).norm(dim=1), torch.full((50,), dec.scale, dtype=A.dtype))
+    with pytest.raises(ValueError, match="parallel anchors"):
+        dec.maps(A[:10])
+
+
+def test_procrustes_recovers_a_known_rotation_exactly():
+    d = 16
+    X, A = gaussian(100, d, 0), gaussian(40, d, 1)
+    R = orthogonal(d, 3)
+    assert torch.allclose(procrustes_fit(A, A @ R, "none")(X), X @ R, atol=1e-9)
+    assert torch.allclose(procrustes_fit(A, A @ R + 5.0, "center")(X), X @ R + 5.0, atol=1e-9)
+    # standard scaling: exact for rotations that commute with the per-dimension scaling
+    P = torch.eye(d, dtype=torch.float64)[torch.randperm(d, generator=torch.Generator().manual_seed(0))]
+    assert torch.allclose(procrustes_fit(A, A @ P * 2.0 + 1.0)(X), X @ P * 2.0 + 1.0, atol=1e-9)
+    # different widths: zero padding, the narrower target keeps its own coordinates
+    wide = orthogonal(24, 4)[:d]
+    assert torch.allclose(procrustes_fit(A, A @ wide, "none")(X), X @ wide, atol=1e-9)
+
+
+def test_affine_recovers_a_known_affine_map():
+    X, A = gaussian(100, 10, 0), gaussian(30, 10, 1)
+    g = torch.Generator().manual_seed(2)
+    M, b = torch.randn(10, 14, generator=g, dtype=torch.float64), torch.randn(14, generator=g, dtype=torch.float64)
+    assert torch.allclose(affine_fit(A, A @ M + b)(X), X @ M + b, atol=1e-8)
+
+
+def _ctx(banks, excluded=frozenset(), k=12, seed=0):
+    ids = next(iter(banks.values())).ids
+    return AnchorContext(num_anchors=k, seed=seed, ids=ids, labels=None, banks=banks, excluded=excluded,
+                         device=torch.device("cpu"), views={}, pool_banks=lambda n: {})
+
+
+def test_fps_selector_is_deterministic_spread_and_respects_exclusion():
+    ids = [f"s{i}" for i in range(200)]
+    X = anisotropic(200, 16, 0).float()
+    banks = {"a": Bank("a", "train", X, ids), "b": Bank("b", "train", X @ orthogonal(16, 1).float(), ids)}
+    sel = FPSSelector()
+    first = sel.select(_ctx(banks))
+    assert len(first) == 12 and first.ids == sel.select(_ctx(banks)).ids
+    # a rotation does not change cosines: the mean over both banks equals one bank's FPS
+    assert first.ids == FPSSelector(bank="a").select(_ctx(banks)).ids
+    spread = FPSSelector(delta=0.5).select(_ctx(banks, k=200))
+    Xc = X - X.mean(dim=0)
+    rows = F.normalize(Xc[[ids.index(i) for i in spread.ids]], dim=1)
+    off = ~torch.eye(len(spread), dtype=torch.bool)
+    assert float((1 - (rows @ rows.t()).abs())[off].min()) >= 0.5 - 1e-6
+    with pytest.raises(ValueError, match="excluded"):
+        sel.select(_ctx(banks, excluded=frozenset({"b"})))
+    with pytest.raises(ValueError, match="delta"):
+        FPSSelector(delta=1.5)
