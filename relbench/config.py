@@ -17,7 +17,7 @@ The schema (every key optional unless marked)::
         kind: stitching          # task kind plugin (default stitching), or {name:, params:}
         description: text shown on the leaderboard page
         dataset: digits          # required: dataset plugin, or {name:, params:}
-        encoders:                # required: list of encoder plugins, each
+        encoders:                # list of encoder plugins (required unless the kind trains its own), each
           - {name: trained, label: mlp-s0, view: image, params: {arch: mlp, seed: 0}}
         grid:                    # each a list of plugin specs; regularizers may hold `none`
           selectors: [random, stratified]
@@ -358,19 +358,22 @@ def _settings(raw: dict, defaults: dict, where: _Where) -> dict:
 def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
     _expect(raw, dict, where, "a task mapping with name, dataset and encoders")
     _check_keys(raw, TASK_KEYS, where, "task")
-    for key in ("name", "dataset", "encoders"):
+    for key in ("name", "dataset"):
         if key not in raw:
             raise where.error(f"task is missing the required key `{key}`.")
     name = _expect(raw["name"], str, where.child("name", raw), "a task name (string)")
     settings = _settings(raw, defaults, where)
     kind = _plugin_spec(raw.get("kind", "stitching"), "task_kind", registry, where.child("kind", raw))
     dataset = _plugin_spec(raw["dataset"], "dataset", registry, where.child("dataset", raw))
+    if kind.cls.uses_encoders and "encoders" not in raw:
+        raise where.error(f"task is missing the required key `encoders` (task kind {kind.name!r} evaluates "
+                          f"encoders).")
     ewhere = where.child("encoders", raw)
-    _expect(raw["encoders"], list, ewhere, "a list of encoder specs")
-    if not raw["encoders"]:
+    _expect(raw.get("encoders", []), list, ewhere, "a list of encoder specs")
+    if kind.cls.uses_encoders and not raw["encoders"]:
         raise ewhere.error("expected at least one encoder.")
     encoders = [_plugin_spec(item, "encoder", registry, ewhere.child(i, raw["encoders"]), view_ok=True)
-                for i, item in enumerate(raw["encoders"])]
+                for i, item in enumerate(raw.get("encoders", []))]
     labels = [e.label for e in encoders]
     if len(set(labels)) != len(labels):
         raise ewhere.error(f"duplicate encoder labels {sorted({x for x in labels if labels.count(x) > 1})}; "

@@ -362,7 +362,6 @@ class FitContext:
     num_classes: int
     modality: str
     regularizers: list[Regularizer]
-    amp: bool = False
 
 
 @dataclass
@@ -454,6 +453,9 @@ class TaskKind(Plugin, ABC):
     """
 
     interface: ClassVar[str] = "task_kind"
+    #: False for protocols that train their own networks (the task's ``encoders`` may
+    #: then be omitted)
+    uses_encoders: ClassVar[bool] = True
 
     @abstractmethod
     def run(self, run: Any) -> None:

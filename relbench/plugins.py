@@ -9,6 +9,7 @@ plugin names (one class, optionally as ``interface:name``) to switch them off.
 from __future__ import annotations
 
 import difflib
+import inspect
 import os
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -34,8 +35,9 @@ class Registered:
 
     @property
     def summary(self) -> str:
-        """First line of the class docstring."""
-        return (self.cls.__doc__ or "").strip().splitlines()[0] if self.cls.__doc__ else ""
+        """First paragraph of the class docstring, on one line."""
+        doc = inspect.getdoc(self.cls) or ""
+        return " ".join(doc.split("\n\n", 1)[0].split())
 
 
 def did_you_mean(name: str, choices: list[str]) -> str:

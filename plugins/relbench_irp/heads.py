@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from relbench.training import train_classifier
-from relbench_relreps.heads import resolve
+from relbench.training import head_settings
 
 HeadKind = Literal["reference", "mlp"]
 ACTIVATIONS = ("cos", "relu", "tanh")
@@ -57,7 +57,7 @@ def fit_absolute_head(
     ``epochs``/``lr`` of ``None`` take the modality's reference defaults (the same for
     both kinds); ``activation`` applies to ``mlp`` heads.
     """
-    settings = resolve(modality, epochs, lr, hidden, batch_size)
+    settings = head_settings(modality, epochs, lr, hidden, batch_size)
     torch.manual_seed(seed)
     if kind == "reference":
         head = settings.build(X.shape[1], num_classes, X.device)

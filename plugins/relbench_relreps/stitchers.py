@@ -10,7 +10,8 @@ import torch
 
 from relbench.interfaces import FitContext, NotAchievable, Prediction, StitchSide, Stitcher
 from relbench.training import predict_logits, train_classifier
-from relbench_relreps.heads import resolve, train_relative_with_regularizers, validate_head_params
+from relbench.training import head_settings, validate_head_params
+from relbench_relreps.heads import train_relative_with_regularizers
 
 _HEAD_PARAMS_DOC = """
     epochs : int | None, default None
@@ -77,7 +78,7 @@ class RelativeDecoder(Stitcher):
         """Train the head (and adapter, when a regularizer needs one) on the target."""
         if target.similarity is None or target.anchors is None:
             raise ValueError("the relative decoder needs the target's similarity and anchors")
-        settings = resolve(ctx.modality, self.epochs, self.lr, self.hidden, self.batch_size)
+        settings = head_settings(ctx.modality, self.epochs, self.lr, self.hidden, self.batch_size)
         X, y, A = target.train.X, _labels(target), target.anchors
         if ctx.regularizers:
             self._fitted = train_relative_with_regularizers(
@@ -135,7 +136,7 @@ class AbsoluteDecoder(Stitcher):
 
     def fit(self, target: StitchSide, ctx: FitContext) -> None:
         """Train the head on the target's absolute training embeddings."""
-        settings = resolve(ctx.modality, self.epochs, self.lr, self.hidden, self.batch_size)
+        settings = head_settings(ctx.modality, self.epochs, self.lr, self.hidden, self.batch_size)
         X = target.train.X
         torch.manual_seed(ctx.seed)
         self._head = settings.build(X.shape[1], ctx.num_classes, X.device)

@@ -64,6 +64,7 @@ class Reconstruction(TaskKind):
     """
 
     name: ClassVar[str] = "reconstruction"
+    uses_encoders: ClassVar[bool] = False
     view: str | None = None
     latent_dim: int = 64
     hidden: int = 256
