@@ -84,6 +84,8 @@ def _cmd_plugins(args, registry) -> int:
 
 
 def _dry_run(suite) -> int:
+    from collections import Counter
+
     from tabulate import tabulate
 
     from relbench.stitching import expand_grid
@@ -94,14 +96,16 @@ def _dry_run(suite) -> int:
         print(f"\ntask {task.name} ({task.kind.label}) on {task.dataset.label}: {n_enc} encoders "
               f"[{', '.join(e.label for e in task.encoders)}], seeds {task.seeds}, {task.num_anchors} anchors")
         if task.kind.name == "stitching":
-            combos = expand_grid(task)
-            rows = [[*c.key().values(), f"{n_enc} fits, {n_enc if c.stitcher.cls.diagonal_only else n_enc ** 2} "
-                     f"cells"] for c in combos]
-            print(tabulate(rows, headers=["selector", "similarity", "stitcher", "regularizer", "per seed"],
-                           tablefmt="simple"))
-            units = len(combos) * n_enc * len(task.seeds)
-            print(f"  {len(combos)} combinations × {len(task.seeds)} seeds × {n_enc} targets = {units} units")
-            total += units
+            plan = task.kind.build().plan(task)
+            fits = Counter(tuple(c.key().values()) for _, c, _, _, _ in plan)
+            cells = Counter(tuple(c.key().values()) for _, c, _, sources, _ in plan for _ in sources)
+            rows = [[*c.key().values(), fits[tuple(c.key().values())] // len(task.seeds),
+                     cells[tuple(c.key().values())] // len(task.seeds)] for c in expand_grid(task)]
+            print(tabulate(rows, headers=["selector", "similarity", "stitcher", "regularizer", "fits/seed",
+                                          "cells/seed"], tablefmt="simple"))
+            print(f"  {len(rows)} combinations × {len(task.seeds)} seeds: {len(plan)} units (decoder fits), "
+                  f"{sum(cells.values())} evaluated cells")
+            total += len(plan)
         else:
             print(f"  task kind {task.kind.label} with params {task.kind.full_params()}")
             total += 1
@@ -135,7 +139,8 @@ def _cmd_run(args, registry) -> int:
     if not args.no_leaderboard:
         descriptions = {t.name: t.description for t in suite.tasks}
         written = render(runner.store, leaderboards, registry, descriptions,
-                         tasks=[t.name for t in suite.tasks if t.name in runner.store.tasks()])
+                         tasks=[t.name for t in suite.tasks if t.name in runner.store.tasks()],
+                         published={t.name: t.published for t in suite.tasks})
         print(f"wrote {len(written)} leaderboard pages to {leaderboards}", file=sys.stderr)
     if interrupted:
         print(f"\ninterrupted: {stats.units_done} units finished in this run are stored in {runner.store.root}; "
@@ -154,19 +159,20 @@ def _cmd_leaderboard(args, registry) -> int:
     from relbench.leaderboard import render
     from relbench.results import ResultStore
 
-    descriptions = {}
+    descriptions, published = {}, {}
     output, leaderboards = args.output, args.leaderboards
     if args.tasks.exists():
         suite = load_suite(args.tasks, registry)
         output = output or suite.output
         leaderboards = leaderboards or suite.leaderboards
         descriptions = {t.name: t.description for t in suite.tasks}
+        published = {t.name: t.published for t in suite.tasks}
     output, leaderboards = output or Path("results"), leaderboards or Path("leaderboards")
     store = ResultStore(output)
     if not store.tasks():
         raise UserError(f"No stored results in {output}. Run `relbench run tasks.yaml` first, or point "
                         f"--output at the results directory.")
-    written = render(store, leaderboards, registry, descriptions)
+    written = render(store, leaderboards, registry, descriptions, published=published)
     print(f"wrote {len(written)} pages to {leaderboards}")
     return EXIT_OK
 

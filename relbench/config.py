@@ -12,6 +12,7 @@ The schema (every key optional unless marked)::
       leaderboards: leaderboards # where markdown leaderboards are written
       cache_dir: null            # embedding cache; default $RELBENCH_CACHE_DIR or ~/.cache/relbench
     include: [tasks/more.yaml]   # tasks of other files, appended (their suite: is ignored)
+    x-anything: ...              # top-level keys starting with x- are ignored: define YAML anchors there
     tasks:                       # required: a non-empty list
       - name: digits-cross-seed  # required, unique
         kind: stitching          # task kind plugin (default stitching), or {name:, params:}
@@ -25,6 +26,10 @@ The schema (every key optional unless marked)::
           stitchers: [relative, absolute]
           regularizers: [none]
         metrics, seeds, num_anchors, device, batch_size: override the suite's
+        published:               # numbers from a paper, shown next to ours on the leaderboard
+          - {stitcher: relative, source: rexnet, target: vit-b, metric: weighted_f1,
+             value: 0.7681, reference: "Moschella et al. 2023, Table 6"}
+          # without source/target: compared with the mean over stitched (off-diagonal) pairs
 
 A plugin spec is a name (``cosine``) or a mapping ``{name: cosine, params: {...},
 label: cosine-centred}``; the label (default: the name, plus the parameters that differ
@@ -50,12 +55,15 @@ from relbench.plugins import Registry, did_you_mean
 SUITE_KEYS = {"seeds", "device", "num_anchors", "batch_size", "metrics", "output", "leaderboards", "cache_dir"}
 TOP_KEYS = {"suite", "include", "tasks"}
 TASK_KEYS = {"name", "kind", "description", "dataset", "encoders", "grid", "metrics", "seeds",
-             "num_anchors", "device", "batch_size"}
+             "num_anchors", "device", "batch_size", "published"}
+PUBLISHED_KEYS = {"metric", "value", "source", "target", "selector", "similarity", "stitcher", "regularizer",
+                  "reference"}
 GRID_KEYS = {"selectors": "selector", "similarities": "similarity", "stitchers": "stitcher",
              "regularizers": "regularizer"}
 SPEC_KEYS = {"name", "params", "label"}
 ENCODER_KEYS = SPEC_KEYS | {"view"}
 NONE = "none"
+EXTENSION_PREFIX = "x-"  # top-level keys ignored by validation: homes for YAML anchors
 
 
 # ----------------------------------------------------------------------------- YAML with lines
@@ -231,6 +239,7 @@ class Task:
     batch_size: int
     description: str = ""
     file: str = ""
+    published: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -251,6 +260,8 @@ class Suite:
 
 def _check_keys(mapping: dict, allowed: set[str], where: _Where, what: str) -> None:
     for key in mapping:
+        if what == "top-level" and str(key).startswith(EXTENSION_PREFIX):
+            continue
         if key not in allowed:
             raise where.child(key, mapping).error(
                 f"unknown {what} key {key!r}; {did_you_mean(str(key), sorted(allowed))}"
@@ -393,11 +404,22 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
                          where.child("metrics", raw) if "metrics" in raw else where)
     description = raw.get("description", "")
     _expect(description, str, where.child("description", raw), "a string")
+    published = raw.get("published", [])
+    pwhere = where.child("published", raw)
+    _expect(published, list, pwhere, "a list of published numbers")
+    for i, entry in enumerate(published):
+        ewhere = pwhere.child(i, published)
+        _expect(entry, dict, ewhere, "a mapping with metric, value and the cell it describes")
+        _check_keys(entry, PUBLISHED_KEYS, ewhere, "published")
+        if "metric" not in entry or "value" not in entry:
+            raise ewhere.error("a published number needs `metric` and `value`.")
+        _expect(entry["value"], (int, float), ewhere.child("value", entry), "a number")
     return Task(name=name, kind=kind, dataset=dataset, encoders=encoders, selectors=grid["selectors"],
                 similarities=grid["similarities"], stitchers=grid["stitchers"],
                 regularizers=grid["regularizers"], metrics=metrics, seeds=settings["seeds"],
                 num_anchors=settings["num_anchors"], device=settings["device"],
-                batch_size=settings["batch_size"], description=description, file=str(where.file))
+                batch_size=settings["batch_size"], description=description, file=str(where.file),
+                published=[dict(e) for e in published])
 
 
 def _collect_tasks(path: Path, registry: Registry, defaults: dict, seen: set[Path]) -> list[Task]:

@@ -226,6 +226,28 @@ def stitching_headline(df: pd.DataFrame) -> dict | None:
             "std": best["stitched_std"], "reference": ref}
 
 
+def published_section(df: pd.DataFrame, published: list[dict]) -> str:
+    """A table of published numbers next to ours for the same cell (or pair mean)."""
+    rows = []
+    for entry in published:
+        d = df[(df["metric"] == entry["metric"]) & (df["status"] == "ok")]
+        for col in (*COMBO, "source", "target"):
+            if col in entry:
+                d = d[d[col] == entry[col]]
+        if "source" not in entry and "target" not in entry:
+            d = d[d["source"] != d["target"]]
+        per_seed = d.groupby("seed")["value"].mean()
+        ours = per_seed.mean() if len(per_seed) else np.nan
+        cell = " · ".join(str(entry[c]) for c in (*COMBO, "source", "target") if c in entry)
+        rows.append([cell or "all", entry["metric"], fmt(entry["value"]),
+                     fmt(ours, per_seed.std(ddof=0) if len(per_seed) > 1 else None),
+                     fmt(ours - entry["value"]) if not math.isnan(ours) else "not run",
+                     entry.get("reference", "")])
+    return ("\n### Published numbers next to ours\n\n" +
+            tabulate(rows, headers=["cell", "metric", "published", "relbench", "difference", "source"],
+                     tablefmt="pipe", disable_numparse=True) + "\n")
+
+
 # ----------------------------------------------------------------------------- pages and index
 
 
@@ -248,10 +270,13 @@ def _header(df: pd.DataFrame, task: str, description: str = "") -> str:
 
 
 def render(store: ResultStore, out: Path, registry: Registry, descriptions: dict[str, str] | None = None,
-           tasks: list[str] | None = None) -> list[Path]:
-    """Write one page per stored task and the index; return the written paths."""
+           tasks: list[str] | None = None, published: dict[str, list[dict]] | None = None) -> list[Path]:
+    """Write one page per stored task and the index; return the written paths.
+
+    ``descriptions`` and ``published`` (per task) come from the tasks file; everything
+    else from the store."""
     out.mkdir(parents=True, exist_ok=True)
-    descriptions = descriptions or {}
+    descriptions, published = descriptions or {}, published or {}
     written, index_rows, ranks = [], [], {}
     for task in tasks or store.tasks():
         df = store.load(task)
@@ -263,6 +288,8 @@ def render(store: ResultStore, out: Path, registry: Registry, descriptions: dict
         kind = kind_cls.cls() if kind_cls else None
         body = kind.leaderboard(df, page) if kind is not None and hasattr(kind, "leaderboard") \
             else stitching_page(df, page)
+        if published.get(task):
+            body += published_section(df, published[task])
         path = out / f"{task}.md"
         atomic_write_bytes(path, (_header(df, task, descriptions.get(task, "")) + "\n" + body).encode())
         written.append(path)

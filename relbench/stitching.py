@@ -79,6 +79,32 @@ class Stitching(TaskKind):
     protocol: Literal["all-pairs", "held-out"] = "all-pairs"
     held_out: list[str] = field(default_factory=list)
 
+    def plan(self, task: Task) -> list[tuple[int, Combination, str, list[str], frozenset[str]]]:
+        """Every unit of work: (seed, combination, target, sources, excluded encoders).
+
+        One decoder is fitted per unit. Selectors that learn from the banks, and the
+        held-out protocol, get one unit per (source, target) with the source excluded.
+        """
+        labels = [e.label for e in task.encoders]
+        out = []
+        for seed in task.seeds:
+            for combo in expand_grid(task):
+                learns = combo.selector is not None and combo.selector.cls.learns_from_banks
+                if self.protocol == "held-out" or learns:
+                    for source in self.held_out or labels:
+                        if combo.stitcher.cls.diagonal_only:
+                            targets = [source]
+                        elif self.protocol == "held-out":
+                            targets = [t for t in labels if t != source]
+                        else:
+                            targets = labels
+                        out += [(seed, combo, target, [source], frozenset({source})) for target in targets]
+                else:
+                    for target in labels:
+                        sources = [target] if combo.stitcher.cls.diagonal_only else labels
+                        out.append((seed, combo, target, sources, frozenset()))
+        return out
+
     def run(self, run) -> None:
         """Evaluate every (seed, combination, target) unit not yet stored."""
         task = run.task
@@ -91,7 +117,6 @@ class Stitching(TaskKind):
         train, test = run.banks("train"), run.banks("test")
         data = run.dataset()
         metrics = [(m.label, m.build()) for m in task.metrics]
-        combos = expand_grid(task)
         similarities: dict[tuple[str, str], object] = {}
 
         def side(label: str, combo: Combination, anchors) -> StitchSide:
@@ -106,27 +131,7 @@ class Stitching(TaskKind):
             A = run.realise(anchors, label) if anchors is not None else None
             return StitchSide(encoder=label, train=train[label], test=test[label], anchors=A, similarity=sim)
 
-        def units():
-            for seed in task.seeds:
-                for combo in combos:
-                    learns = combo.selector is not None and combo.selector.cls.learns_from_banks
-                    if self.protocol == "held-out" or learns:
-                        sources = self.held_out or labels
-                        for source in sources:
-                            if combo.stitcher.cls.diagonal_only:
-                                targets = [source]
-                            elif self.protocol == "held-out":
-                                targets = [t for t in labels if t != source]
-                            else:
-                                targets = labels
-                            for target in targets:
-                                yield seed, combo, target, [source], frozenset({source})
-                    else:
-                        for target in labels:
-                            sources = [target] if combo.stitcher.cls.diagonal_only else labels
-                            yield seed, combo, target, sources, frozenset()
-
-        todo = list(units())
+        todo = self.plan(task)
         for seed, combo, target, sources, excluded in run.progress(todo, desc="fit+evaluate", total=len(todo)):
             key = {"seed": seed, **combo.key(), "target": target}
             if excluded:

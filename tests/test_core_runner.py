@@ -137,7 +137,7 @@ def test_unwritable_output_exits_2(cli_main, write_yaml, capsys):
 def test_dry_run_prints_grid(cli_main, write_yaml, capsys):
     assert cli_main(["run", str(write_yaml(TASKS)), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "2 combinations × 2 seeds × 3 targets = 12 units" in out
+    assert "2 combinations × 2 seeds: 12 units (decoder fits), 36 evaluated cells" in out
 
 
 def test_leaderboard_rebuilds_from_store_alone(registry, cli_main, write_yaml, capsys):
