@@ -140,7 +140,8 @@ def _cmd_run(args, registry) -> int:
         descriptions = {t.name: t.description for t in suite.tasks}
         written = render(runner.store, leaderboards, registry, descriptions,
                          tasks=[t.name for t in suite.tasks if t.name in runner.store.tasks()],
-                         published={t.name: t.published for t in suite.tasks})
+                         published={t.name: t.published for t in suite.tasks},
+                         claims={t.name: t.claims for t in suite.tasks})
         print(f"wrote {len(written)} leaderboard pages to {leaderboards}", file=sys.stderr)
     if interrupted:
         print(f"\ninterrupted: {stats.units_done} units finished in this run are stored in {runner.store.root}; "
@@ -159,7 +160,7 @@ def _cmd_leaderboard(args, registry) -> int:
     from relbench.leaderboard import render
     from relbench.results import ResultStore
 
-    descriptions, published = {}, {}
+    descriptions, published, claims = {}, {}, {}
     output, leaderboards = args.output, args.leaderboards
     if args.tasks.exists():
         suite = load_suite(args.tasks, registry)
@@ -167,12 +168,13 @@ def _cmd_leaderboard(args, registry) -> int:
         leaderboards = leaderboards or suite.leaderboards
         descriptions = {t.name: t.description for t in suite.tasks}
         published = {t.name: t.published for t in suite.tasks}
+        claims = {t.name: t.claims for t in suite.tasks}
     output, leaderboards = output or Path("results"), leaderboards or Path("leaderboards")
     store = ResultStore(output)
     if not store.tasks():
         raise UserError(f"No stored results in {output}. Run `relbench run tasks.yaml` first, or point "
                         f"--output at the results directory.")
-    written = render(store, leaderboards, registry, descriptions, published=published)
+    written = render(store, leaderboards, registry, descriptions, published=published, claims=claims)
     print(f"wrote {len(written)} pages to {leaderboards}")
     return EXIT_OK
 

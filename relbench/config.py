@@ -30,6 +30,10 @@ The schema (every key optional unless marked)::
           - {stitcher: relative, source: rexnet, target: vit-b, metric: weighted_f1,
              value: 0.7681, reference: "Moschella et al. 2023, Table 6"}
           # without source/target: compared with the mean over stitched (off-diagonal) pairs
+        claims:                  # orderings a paper reports, checked on this task's results
+          - claim: relative decoders stitch far better than absolute heads
+            better: {stitcher: relative}   # rows matching these grid labels …
+            worse: {stitcher: absolute}    # … should beat these (measure: score | achievable)
 
 A plugin spec is a name (``cosine``) or a mapping ``{name: cosine, params: {...},
 label: cosine-centred}``; the label (default: the name, plus the parameters that differ
@@ -55,7 +59,9 @@ from relbench.plugins import Registry, did_you_mean
 SUITE_KEYS = {"seeds", "device", "num_anchors", "batch_size", "metrics", "output", "leaderboards", "cache_dir"}
 TOP_KEYS = {"suite", "include", "tasks"}
 TASK_KEYS = {"name", "kind", "description", "dataset", "encoders", "grid", "metrics", "seeds",
-             "num_anchors", "device", "batch_size", "published"}
+             "num_anchors", "device", "batch_size", "published", "claims"}
+CLAIM_KEYS = {"claim", "better", "worse", "measure", "metric"}
+FILTER_KEYS = {"selector", "similarity", "stitcher", "regularizer"}
 PUBLISHED_KEYS = {"metric", "value", "source", "target", "selector", "similarity", "stitcher", "regularizer",
                   "reference"}
 GRID_KEYS = {"selectors": "selector", "similarities": "similarity", "stitchers": "stitcher",
@@ -240,6 +246,7 @@ class Task:
     description: str = ""
     file: str = ""
     published: list[dict] = field(default_factory=list)
+    claims: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -414,12 +421,27 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
         if "metric" not in entry or "value" not in entry:
             raise ewhere.error("a published number needs `metric` and `value`.")
         _expect(entry["value"], (int, float), ewhere.child("value", entry), "a number")
+    claims = raw.get("claims", [])
+    cwhere = where.child("claims", raw)
+    _expect(claims, list, cwhere, "a list of claims")
+    for i, entry in enumerate(claims):
+        ewhere = cwhere.child(i, claims)
+        _expect(entry, dict, ewhere, "a mapping with claim, better and worse")
+        _check_keys(entry, CLAIM_KEYS, ewhere, "claim")
+        for key in ("claim", "better", "worse"):
+            if key not in entry:
+                raise ewhere.error(f"a claim needs `{key}`.")
+        for side in ("better", "worse"):
+            _expect(entry[side], dict, ewhere.child(side, entry), "a mapping of grid labels, e.g. {stitcher: relative}")
+            _check_keys(entry[side], FILTER_KEYS, ewhere.child(side, entry), "claim filter")
+        if entry.get("measure", "score") not in ("score", "achievable"):
+            raise ewhere.child("measure", entry).error("expected `score` or `achievable`.")
     return Task(name=name, kind=kind, dataset=dataset, encoders=encoders, selectors=grid["selectors"],
                 similarities=grid["similarities"], stitchers=grid["stitchers"],
                 regularizers=grid["regularizers"], metrics=metrics, seeds=settings["seeds"],
                 num_anchors=settings["num_anchors"], device=settings["device"],
                 batch_size=settings["batch_size"], description=description, file=str(where.file),
-                published=[dict(e) for e in published])
+                published=[dict(e) for e in published], claims=[dict(c) for c in claims])
 
 
 def _collect_tasks(path: Path, registry: Registry, defaults: dict, seen: set[Path]) -> list[Task]:

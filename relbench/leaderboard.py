@@ -130,9 +130,17 @@ def _heatmap(df: pd.DataFrame, metric: str, combo: dict, page: Page, title: str)
     return link
 
 
+def common_metrics(df: pd.DataFrame) -> list[str]:
+    """Metrics every combination reports (the task's metrics), in task order; per-cell
+    diagnostics that only some stitchers emit (e.g. IRP's reconstruction cosine) are not."""
+    per_combo = df[df["metric"] != "error"].groupby(COMBO, dropna=False)["metric"].agg(set)
+    shared = set.intersection(*per_combo) if len(per_combo) else set()
+    return [m for m in metric_order(df) if m in shared]
+
+
 def stitching_page(df: pd.DataFrame, page: Page) -> str:
     """Body of a stitching task's page."""
-    metrics = metric_order(df)
+    metrics = common_metrics(df)
     if not metrics:
         return "_No finished results yet._\n"
     primary = metrics[0]
@@ -161,7 +169,7 @@ def stitching_page(df: pd.DataFrame, page: Page) -> str:
 
     headers = ["selector", "similarity", "stitcher", "regularizer", f"stitched {arrow(primary)}"] + \
         [f"stitched {arrow(m)}" for m in metrics[1:]] + [f"own space {arrow(primary)}", "achievable pairs"]
-    extras_cols = [m for m in metrics if m not in ("accuracy", "weighted_f1", "macro_f1", "mae", "mse")]
+    extras_cols = [m for m in metric_order(df) if m not in metrics]
     lines.append(f"### Ranking by stitched {primary} (mean over encoder pairs; mean ± std over seeds)\n")
     lines.append("*stitched*: decoder fitted on one encoder, evaluated zero-shot on another (off-diagonal "
                  "pairs); *own space*: the same decoder on its own encoder (diagonal); *achievable pairs*: "
@@ -178,12 +186,12 @@ def stitching_page(df: pd.DataFrame, page: Page) -> str:
         lines.append(f"\nStitchers that need **both spaces at fit time** (a map estimated on parallel anchors): "
                      f"{', '.join(names)}. The others fit on the decoder side alone.\n")
     if extras_cols:
-        lines.append("\n### Translation diagnostics (mean over pairs and seeds)\n")
+        lines.append("\n### Translation diagnostics (mean over stitched pairs and seeds)\n")
         diag_rows = []
         for _, r in methods.iterrows():
             vals = []
             for m in extras_cols:
-                d = df[(df["metric"] == m) & (df["status"] == "ok")]
+                d = df[(df["metric"] == m) & (df["status"] == "ok") & (df["source"] != df["target"])]
                 for c in COMBO:
                     d = d[d[c] == r[c]]
                 vals.append(fmt(d["value"].mean()) if len(d) else "-")
@@ -212,7 +220,7 @@ def stitching_page(df: pd.DataFrame, page: Page) -> str:
 
 def stitching_headline(df: pd.DataFrame) -> dict | None:
     """Best non-reference combination, its score and the non-stitched reference."""
-    metrics = metric_order(df)
+    metrics = common_metrics(df)
     if not metrics:
         return None
     primary = metrics[0]
@@ -248,6 +256,38 @@ def published_section(df: pd.DataFrame, published: list[dict]) -> str:
                      tablefmt="pipe", disable_numparse=True) + "\n")
 
 
+def _side(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
+    for col, value in filters.items():
+        df = df[df[col] == value]
+    return df[df["source"] != df["target"]]
+
+
+def claims_section(df: pd.DataFrame, claims: list[dict]) -> str:
+    """Each claimed ordering, checked on the stored rows: holds or not, with the numbers."""
+    metrics = metric_order(df)
+    lines = ["\n### Orderings reported by the papers, checked here\n"]
+    for claim in claims:
+        metric = claim.get("metric") or (metrics[0] if metrics else "")
+        sides = [_side(df[df["metric"] == metric], claim[k]) for k in ("better", "worse")]
+        if claim.get("measure", "score") == "achievable":
+            values = [len(d[d["status"] == "ok"].drop_duplicates(["source", "target"])) for d in sides]
+            totals = [len(d.drop_duplicates(["source", "target"])) for d in sides]
+            shown = [f"{v}/{t} pairs" for v, t in zip(values, totals)]
+        else:
+            values = [d[d["status"] == "ok"].groupby("seed")["value"].mean().mean() for d in sides]
+            shown = [fmt(v) for v in values]
+        if any(isinstance(v, float) and math.isnan(v) for v in values):
+            verdict = "**not measured** (no stitched results for one side)"
+        else:
+            lower = metric in LOWER_IS_BETTER and claim.get("measure", "score") == "score"
+            holds = values[0] < values[1] if lower else values[0] > values[1]
+            verdict = "**holds**" if holds else "**does not hold on this data**"
+        names = [", ".join(f"{k}={v}" for k, v in claim[s].items()) for s in ("better", "worse")]
+        lines.append(f"- {claim['claim']}: {verdict} — {names[0]}: {shown[0]} vs {names[1]}: {shown[1]} "
+                     f"({'achievable pairs' if claim.get('measure') == 'achievable' else f'stitched {metric}'}).")
+    return "\n".join(lines) + "\n"
+
+
 # ----------------------------------------------------------------------------- pages and index
 
 
@@ -270,13 +310,14 @@ def _header(df: pd.DataFrame, task: str, description: str = "") -> str:
 
 
 def render(store: ResultStore, out: Path, registry: Registry, descriptions: dict[str, str] | None = None,
-           tasks: list[str] | None = None, published: dict[str, list[dict]] | None = None) -> list[Path]:
+           tasks: list[str] | None = None, published: dict[str, list[dict]] | None = None,
+           claims: dict[str, list[dict]] | None = None) -> list[Path]:
     """Write one page per stored task and the index; return the written paths.
 
-    ``descriptions`` and ``published`` (per task) come from the tasks file; everything
-    else from the store."""
+    ``descriptions``, ``published`` and ``claims`` (per task) come from the tasks file;
+    everything else from the store."""
     out.mkdir(parents=True, exist_ok=True)
-    descriptions, published = descriptions or {}, published or {}
+    descriptions, published, claims = descriptions or {}, published or {}, claims or {}
     written, index_rows, ranks = [], [], {}
     for task in tasks or store.tasks():
         df = store.load(task)
@@ -288,6 +329,8 @@ def render(store: ResultStore, out: Path, registry: Registry, descriptions: dict
         kind = kind_cls.cls() if kind_cls else None
         body = kind.leaderboard(df, page) if kind is not None and hasattr(kind, "leaderboard") \
             else stitching_page(df, page)
+        if claims.get(task):
+            body = claims_section(df, claims[task]) + "\n" + body
         if published.get(task):
             body += published_section(df, published[task])
         path = out / f"{task}.md"
@@ -304,7 +347,7 @@ def render(store: ResultStore, out: Path, registry: Registry, descriptions: dict
         else:
             index_rows.append([f"[{task}]({task}.md)", kind_name, "see page", "", "", "", ""])
         if kind_name == "stitching":
-            metric = metric_order(df)[0] if metric_order(df) else None
+            metric = next(iter(common_metrics(df)), None)
             if metric:
                 s = stitching_scores(df, metric)
                 s = s[~s["reference"]].dropna(subset=["stitched"])
@@ -318,9 +361,9 @@ def render(store: ResultStore, out: Path, registry: Registry, descriptions: dict
              tabulate(index_rows, headers=["task", "kind", "best combination", "metric", "best stitched",
                                            "non-stitched", "gap"], tablefmt="pipe", disable_numparse=True)]
     if ranks:
-        table = sorted(((np.mean(v), len(v), k) for k, v in ranks.items()))
-        lines += ["\n## Methods across stitching tasks (mean rank, lower is better)\n",
-                  tabulate([[k, f"{m:.2f}", n] for m, n, k in table],
+        table = sorted(((np.mean(v), -len(v), k) for k, v in ranks.items()))
+        lines += ["\n## Methods across stitching tasks (mean rank within each task, lower is better)\n",
+                  tabulate([[k, f"{m:.2f}", -n] for m, n, k in table],
                            headers=["combination", "mean rank", "tasks"], tablefmt="pipe", disable_numparse=True)]
     index = out / "README.md"
     atomic_write_bytes(index, ("\n".join(lines) + "\n").encode())

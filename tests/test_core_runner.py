@@ -30,6 +30,11 @@ tasks:
       similarities: [cosine]
       stitchers: [relative, absolute]
     metrics: [accuracy, weighted_f1]
+    claims:
+      - {claim: relative wins, better: {stitcher: relative}, worse: {stitcher: absolute}}
+      - {claim: absolute wins, better: {stitcher: absolute}, worse: {stitcher: relative}}
+    published:
+      - {stitcher: relative, source: a, target: b, metric: accuracy, value: 0.5, reference: a paper}
 """
 
 
@@ -156,3 +161,5 @@ def test_leaderboard_rebuilds_from_store_alone(registry, cli_main, write_yaml, c
     assert body(rebuilt) == body(first) and "Toy blobs behind random rotations." in rebuilt
     index = (boards / "README.md").read_text()
     assert "[blobs](blobs.md)" in index
+    assert "relative wins: **holds**" in rebuilt and "absolute wins: **does not hold on this data**" in rebuilt
+    assert "Published numbers next to ours" in rebuilt and "a paper" in rebuilt

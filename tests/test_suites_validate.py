@@ -1,0 +1,43 @@
+"""The shipped task files validate: the default suite, the smoke suite, and the
+paper-reproduction suite (which needs a model hub to run, not to validate)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from relbench import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("path", ["tasks.yaml", "tasks/quick.yaml", "tasks/paper.yaml"])
+def test_task_file_dry_runs(path, capsys):
+    assert cli.main(["run", str(ROOT / path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "units of work" in out
+
+
+def test_default_suite_has_three_seeds_and_every_task_kind():
+    from relbench.config import load_suite
+    from relbench.plugins import load_registry
+
+    registry = load_registry()
+    suite = load_suite(ROOT / "tasks.yaml", registry)
+    assert all(len(t.seeds) >= 3 for t in suite.tasks)
+    assert {t.kind.name for t in suite.tasks} == set(registry.names("task_kind"))
+    used = {(s.interface, s.name) for t in suite.tasks
+            for s in [*t.selectors, *t.similarities, *t.stitchers, *[r for r in t.regularizers if r]]}
+    for interface in ("selector", "similarity", "stitcher"):
+        assert {n for i, n in used if i == interface} == set(registry.names(interface)), interface
+
+
+def test_paper_suite_carries_published_numbers():
+    from relbench.config import load_suite
+    from relbench.plugins import load_registry
+
+    suite = load_suite(ROOT / "tasks" / "paper.yaml", load_registry())
+    published = [p for t in suite.tasks for p in t.published]
+    assert any(p["value"] == 0.7681 for p in published)  # Moschella Table 6, rexnet_100
+    assert any(p["value"] == 0.72 for p in published)  # IRP Table 2, CIFAR-100 coarse
