@@ -340,13 +340,29 @@ class NotAchievable(Exception):
 
 @dataclass
 class StitchSide:
-    """One encoder's side of a stitch: its banks, anchors and fitted similarity."""
+    """One encoder's side of a stitch: its banks, anchors and fitted similarity.
+
+    The runner reuses one side for every decoder it meets, so :meth:`relative` computes
+    each split's relative representation once, however many stitchers read it.
+    """
 
     encoder: str
     train: Bank
     test: Bank
     anchors: torch.Tensor | None
     similarity: Similarity | None
+    _relative: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
+
+    def relative(self, split: str) -> torch.Tensor:
+        """``similarity.project(bank.X, anchors)`` of the ``"train"`` or ``"test"`` bank
+        (computed once per side; no gradient flows through it)."""
+        if self.similarity is None or self.anchors is None:
+            raise ValueError(f"encoder {self.encoder!r}: this stitch has no similarity or anchors")
+        if split not in self._relative:
+            bank = self.train if split == "train" else self.test
+            with torch.no_grad():
+                self._relative[split] = self.similarity.project(bank.X, self.anchors)
+        return self._relative[split]
 
 
 @dataclass

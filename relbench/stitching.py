@@ -119,7 +119,15 @@ class Stitching(TaskKind):
         metrics = [(m.label, m.build()) for m in task.metrics]
         similarities: dict[tuple[str, str], object] = {}
 
+        sides: dict[tuple, StitchSide] = {}
+
         def side(label: str, combo: Combination, anchors) -> StitchSide:
+            key = (id(anchors), combo.similarity.label if combo.similarity else None, label)
+            if key not in sides:
+                sides[key] = new_side(label, combo, anchors)
+            return sides[key]
+
+        def new_side(label: str, combo: Combination, anchors) -> StitchSide:
             sim = None
             if combo.similarity is not None:
                 skey = (combo.similarity.label, label)
@@ -132,7 +140,11 @@ class Stitching(TaskKind):
             return StitchSide(encoder=label, train=train[label], test=test[label], anchors=A, similarity=sim)
 
         todo = self.plan(task)
+        current_seed = None
         for seed, combo, target, sources, excluded in run.progress(todo, desc="fit+evaluate", total=len(todo)):
+            if seed != current_seed:  # sides hold relative features: keep one seed's at a time
+                sides.clear()
+                current_seed = seed
             key = {"seed": seed, **combo.key(), "target": target}
             if excluded:
                 key["held_out"] = sorted(excluded)

@@ -81,7 +81,7 @@ def train_loop(
     """
     torch.manual_seed(seed)
     gen = seeded_generator(seed)
-    opt = torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay)
+    opt = torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay, foreach=True)
     for _ in range(epochs):
         if on_epoch is not None:
             on_epoch()

@@ -158,3 +158,23 @@ def test_fps_selector_is_deterministic_spread_and_respects_exclusion():
         sel.select(_ctx(banks, excluded=frozenset({"b"})))
     with pytest.raises(ValueError, match="delta"):
         FPSSelector(delta=1.5)
+
+
+def test_procrustes_with_fewer_anchors_than_dimensions_matches_full_svd_on_the_span():
+    """The thin (anchor-span) solution translates every anchor-span vector exactly as the
+    reference full-SVD solution does, and recovers a rotation restricted to that span."""
+    import torch.nn.functional as F
+
+    from relbench_irp.maps import _orthogonal_map
+
+    g = torch.Generator().manual_seed(3)
+    k, w = 20, 64
+    Xs = torch.randn(k, w, generator=g, dtype=torch.float64)
+    Q, _ = torch.linalg.qr(torch.randn(w, w, generator=g, dtype=torch.float64))
+    Yt = Xs @ Q
+    U, _, Vh = torch.linalg.svd(Xs.t() @ Yt)
+    full, thin = U @ Vh, _orthogonal_map(Xs, Yt)
+    probe = torch.randn(5, k, generator=g, dtype=torch.float64) @ Xs  # vectors in the anchors' span
+    assert torch.allclose(probe @ thin, probe @ full, atol=1e-8)
+    assert torch.allclose(Xs @ thin, Yt, atol=1e-8)
+    assert F.cosine_similarity(probe @ thin, probe @ Q, dim=1).min() > 1 - 1e-10

@@ -3,8 +3,9 @@
 * :func:`procrustes_fit` — Maiorca et al. 2023 ("Latent space translation via semantic
   alignment"), as in their reference code: standard-scale each space with its anchors'
   per-dimension mean and std, zero-pad the narrower space to the wider width, the
-  orthogonal map ``R = U Vᵀ`` from ``svd(Â_sᵀ Â_t) = U Σ Vᵀ``, drop the padding and undo
-  the target's scaling.
+  orthogonal map ``R = U Vᵀ`` from ``svd(Â_sᵀ Â_t) = U Σ Vᵀ`` (on the anchors' span when
+  there are fewer anchors than dimensions), drop the padding and undo the target's
+  scaling.
 * :func:`affine_fit` — least squares with a bias: ``[A_s, 1] W ≈ A_t`` (minimum-norm
   solution through the pseudo-inverse, so it also works with fewer anchors than
   dimensions and on CUDA).
@@ -33,6 +34,27 @@ def _scaler(A: torch.Tensor, scaling: Scaling) -> tuple[torch.Tensor, torch.Tens
     return shift, scale
 
 
+def _orthogonal_map(Xs: torch.Tensor, Yt: torch.Tensor) -> torch.Tensor:
+    """``R = U Vᵀ`` from ``svd(Xsᵀ Yt)``: the orthogonal map best sending the rows of
+    ``Xs`` onto those of ``Yt`` (both ``k × w``).
+
+    With fewer anchors than dimensions (k < w) the solution is unique only on the
+    anchors' span; the full SVD of the ``w × w`` cross-covariance would complete it with
+    an arbitrary rotation of the rest. We solve in the k-dimensional span instead
+    (thin QR of both anchor sets, SVD of a ``k × k`` matrix) and map the rest to zero,
+    which gives the same translation of every anchor-span component at a fraction of
+    the cost (k³ instead of w³).
+    """
+    k, w = Xs.shape
+    if k >= w:
+        U, _, Vh = torch.linalg.svd(Xs.t() @ Yt)
+        return U @ Vh
+    Qs, Rs = torch.linalg.qr(Xs.t())  # w × k, k × k
+    Qt, Rt = torch.linalg.qr(Yt.t())
+    u, _, vh = torch.linalg.svd(Rs @ Rt.t())
+    return (Qs @ u) @ (vh @ Qt.t())
+
+
 def procrustes_fit(As: torch.Tensor, At: torch.Tensor, scaling: Scaling = "standard") -> Callable[[torch.Tensor], torch.Tensor]:
     """Fit the orthogonal Procrustes translation source → target on parallel anchors."""
     s_shift, s_scale = _scaler(As, scaling)
@@ -41,8 +63,7 @@ def procrustes_fit(As: torch.Tensor, At: torch.Tensor, scaling: Scaling = "stand
     width = max(ds, dt)
     Xs = F.pad((As - s_shift) / s_scale, (0, width - ds))
     Yt = F.pad((At - t_shift) / t_scale, (0, width - dt))
-    U, _, Vh = torch.linalg.svd(Xs.t() @ Yt)
-    R = U @ Vh
+    R = _orthogonal_map(Xs, Yt)
 
     def translate(X: torch.Tensor) -> torch.Tensor:
         Z = F.pad((X - s_shift) / s_scale, (0, width - ds)) @ R

@@ -86,7 +86,7 @@ class RelativeDecoder(Stitcher):
             head, adapter = self._fitted.head, self._fitted.adapter
         else:
             with torch.no_grad():
-                feats = target.similarity.project(X, A)
+                feats = target.relative("train")
             torch.manual_seed(ctx.seed)
             head = settings.build(feats.shape[1], ctx.num_classes, X.device)
             train_classifier(head, feats, y, epochs=settings.epochs, lr=settings.lr,
@@ -103,7 +103,7 @@ class RelativeDecoder(Stitcher):
             else:
                 if source.similarity is None or source.anchors is None:
                     raise ValueError("the relative decoder needs the source's similarity and anchors")
-                feats = source.similarity.project(source.test.X, source.anchors)
+                feats = source.relative("test")
         width = self._head.net[0].normalized_shape[0]
         if feats.shape[1] != width:
             raise NotAchievable(f"the head reads {width} relative features but the source gives {feats.shape[1]}")

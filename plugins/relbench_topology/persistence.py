@@ -13,24 +13,34 @@ import torch
 
 @torch.no_grad()
 def mst_edges(D: torch.Tensor) -> torch.Tensor:
-    """Edges ``(m−1) × 2`` of a minimum spanning tree of the complete graph with
-    distance matrix ``D`` (``m × m``), by Prim's algorithm vectorised over nodes."""
-    m = D.shape[0]
+    """Edges of a minimum spanning tree of the complete graph with distance matrix ``D``.
+
+    ``D`` is ``m × m`` (→ ``(m−1) × 2`` edges) or a batch ``C × m × m`` of independent
+    graphs (→ ``C × (m−1) × 2``). Prim's algorithm, vectorised over nodes and over the
+    batch: ``m − 1`` steps whatever the batch size.
+    """
+    single = D.ndim == 2
+    D = D.unsqueeze(0) if single else D
+    C, m, _ = D.shape
     if m < 2:
-        return torch.zeros(0, 2, dtype=torch.long, device=D.device)
-    in_tree = torch.zeros(m, dtype=torch.bool, device=D.device)
-    in_tree[0] = True
-    best = D[0].clone()
-    parent = torch.zeros(m, dtype=torch.long, device=D.device)
+        out = torch.zeros(C, 0, 2, dtype=torch.long, device=D.device)
+        return out[0] if single else out
+    rows = torch.arange(C, device=D.device)
+    in_tree = torch.zeros(C, m, dtype=torch.bool, device=D.device)
+    in_tree[:, 0] = True
+    best = D[:, 0].clone()
+    parent = torch.zeros(C, m, dtype=torch.long, device=D.device)
     edges = []
     for _ in range(m - 1):
-        j = torch.argmin(best.masked_fill(in_tree, float("inf")))
-        edges.append(torch.stack([parent[j], j]))
-        in_tree[j] = True
-        closer = D[j] < best
-        best = torch.where(closer, D[j], best)
-        parent = torch.where(closer, j, parent)
-    return torch.stack(edges)
+        j = best.masked_fill(in_tree, float("inf")).argmin(dim=1)
+        edges.append(torch.stack([parent[rows, j], j], dim=1))
+        in_tree[rows, j] = True
+        candidate = D[rows, j]
+        closer = candidate < best
+        best = torch.where(closer, candidate, best)
+        parent = torch.where(closer, j.unsqueeze(1), parent)
+    out = torch.stack(edges, dim=1)
+    return out[0] if single else out
 
 
 def death_times(points: torch.Tensor) -> torch.Tensor:
@@ -44,6 +54,18 @@ def death_times(points: torch.Tensor) -> torch.Tensor:
 
 
 def class_death_times(points: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Death times of each class's points, concatenated (classes with one point have none)."""
-    parts = [death_times(points[labels == c]) for c in torch.unique(labels)]
+    """Death times of each class's points, concatenated (classes with one point have none).
+
+    Classes of equal size (the usual class-balanced batch) share one batched MST."""
+    classes, counts = torch.unique(labels, return_counts=True)
+    parts = []
+    for size in torch.unique(counts).tolist():
+        if size < 2:
+            continue
+        members = [torch.nonzero(labels == c).flatten() for c in classes[counts == size]]
+        group = points[torch.stack(members)]  # C × size × d
+        edges = mst_edges(torch.cdist(group.detach(), group.detach()))  # C × (size−1) × 2
+        picked = group.gather(1, edges.reshape(len(members), -1, 1).expand(-1, -1, group.shape[2]))
+        picked = picked.reshape(len(members), size - 1, 2, group.shape[2])
+        parts.append((picked[:, :, 0] - picked[:, :, 1]).pow(2).sum(dim=2).clamp_min(1e-12).sqrt().flatten())
     return torch.cat(parts) if parts else points.new_zeros(0)
