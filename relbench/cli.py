@@ -10,6 +10,7 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -44,6 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--leaderboards", type=Path, help="leaderboards directory (default: suite.leaderboards)")
     run.add_argument("--no-leaderboard", action="store_true", help="do not render leaderboards after the run")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bars or messages")
+    run.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+                     help="run tasks in N worker processes (0: one per CPU core); tasks over the same data set "
+                          "stay in one worker so each embedding is computed once (default 1)")
 
     sub.add_parser("plugins", help="list installed plugins per interface, with package and parameters",
                    description="List every registered implementation per interface, with the package (and version) "
@@ -115,7 +119,6 @@ def _dry_run(suite) -> int:
 
 def _cmd_run(args, registry) -> int:
     from relbench.config import load_suite
-    from relbench.leaderboard import render
     from relbench.runner import Runner
 
     suite = load_suite(args.tasks, registry)
@@ -125,6 +128,9 @@ def _cmd_run(args, registry) -> int:
     suite.leaderboards = leaderboards
     runner = Runner(suite, registry, force=args.force, quiet=args.quiet, only=args.only, output=args.output,
                     command="relbench " + " ".join(sys.argv[1:]))
+    jobs = args.jobs if args.jobs > 0 else (os.cpu_count() or 1)
+    if jobs > 1 and len(runner.tasks()) > 1:
+        return _run_jobs(args, suite, runner, registry, jobs)
     interrupted = False
     try:
         stats = runner.run()
@@ -137,12 +143,8 @@ def _cmd_run(args, registry) -> int:
     if stats.not_achievable:
         print(f"{stats.not_achievable} cells are not achievable by design (recorded as such).", file=sys.stderr)
     if not args.no_leaderboard:
-        descriptions = {t.name: t.description for t in suite.tasks}
-        written = render(runner.store, leaderboards, registry, descriptions,
-                         tasks=[t.name for t in suite.tasks if t.name in runner.store.tasks()],
-                         published={t.name: t.published for t in suite.tasks},
-                         claims={t.name: t.claims for t in suite.tasks})
-        print(f"wrote {len(written)} leaderboard pages to {leaderboards}", file=sys.stderr)
+        _render(suite, runner.store, leaderboards, registry,
+                tasks=[t.name for t in suite.tasks if t.name in runner.store.tasks()])
     if interrupted:
         print(f"\ninterrupted: {stats.units_done} units finished in this run are stored in {runner.store.root}; "
               f"run the same command again to resume.", file=sys.stderr)
@@ -153,6 +155,33 @@ def _cmd_run(args, registry) -> int:
             print(f"  - {failure.splitlines()[0]}", file=sys.stderr)
         return EXIT_FAILURES
     return EXIT_OK
+
+
+def _render(suite, store, leaderboards, registry, tasks=None) -> None:
+    from relbench.leaderboard import render
+
+    written = render(store, leaderboards, registry, {t.name: t.description for t in suite.tasks},
+                     tasks=tasks, published={t.name: t.published for t in suite.tasks},
+                     claims={t.name: t.claims for t in suite.tasks})
+    print(f"wrote {len(written)} leaderboard pages to {leaderboards}", file=sys.stderr)
+
+
+def _run_jobs(args, suite, runner, registry, jobs: int) -> int:
+    from relbench.parallel import run_parallel
+    from relbench.plugins import DISABLE_ENV
+
+    runner.store.ensure_writable()
+    runner.cache.ensure_writable()
+    if args.disable:
+        os.environ[DISABLE_ENV] = ",".join(filter(None, [os.environ.get(DISABLE_ENV, ""), *args.disable]))
+    extra = (["--force"] if args.force else []) + (["--output", str(args.output)] if args.output else [])
+    code = run_parallel(suite, runner.tasks(), jobs, extra)
+    if not args.no_leaderboard and code != EXIT_INTERRUPTED:
+        _render(suite, runner.store, suite.leaderboards, registry,
+                tasks=[t.name for t in suite.tasks if t.name in runner.store.tasks()])
+    if code == EXIT_INTERRUPTED:
+        print("\ninterrupted: finished units are stored; run the same command again to resume.", file=sys.stderr)
+    return code
 
 
 def _cmd_leaderboard(args, registry) -> int:

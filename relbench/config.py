@@ -350,6 +350,21 @@ def _spec_list(raw: Any, interface: str, registry: Registry, where: _Where, allo
     return out
 
 
+def _entries(raw: dict, key: str, where: _Where, allowed: set[str], required: tuple[str, ...]):
+    """Validated mappings of the list ``raw[key]`` (each with its position)."""
+    entries = raw.get(key, [])
+    lwhere = where.child(key, raw)
+    _expect(entries, list, lwhere, f"a list of {key} entries")
+    for i, entry in enumerate(entries):
+        ewhere = lwhere.child(i, entries)
+        _expect(entry, dict, ewhere, f"a mapping with {', '.join(required)}")
+        _check_keys(entry, allowed, ewhere, key)
+        missing = [k for k in required if k not in entry]
+        if missing:
+            raise ewhere.error(f"a {key} entry needs {', '.join(f'`{k}`' for k in missing)}.")
+        yield entry, ewhere
+
+
 def _settings(raw: dict, defaults: dict, where: _Where) -> dict:
     out = dict(defaults)
     if "seeds" in raw:
@@ -411,26 +426,13 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
                          where.child("metrics", raw) if "metrics" in raw else where)
     description = raw.get("description", "")
     _expect(description, str, where.child("description", raw), "a string")
-    published = raw.get("published", [])
-    pwhere = where.child("published", raw)
-    _expect(published, list, pwhere, "a list of published numbers")
-    for i, entry in enumerate(published):
-        ewhere = pwhere.child(i, published)
-        _expect(entry, dict, ewhere, "a mapping with metric, value and the cell it describes")
-        _check_keys(entry, PUBLISHED_KEYS, ewhere, "published")
-        if "metric" not in entry or "value" not in entry:
-            raise ewhere.error("a published number needs `metric` and `value`.")
+    published = []
+    for entry, ewhere in _entries(raw, "published", where, PUBLISHED_KEYS, ("metric", "value")):
         _expect(entry["value"], (int, float), ewhere.child("value", entry), "a number")
-    claims = raw.get("claims", [])
-    cwhere = where.child("claims", raw)
-    _expect(claims, list, cwhere, "a list of claims")
-    for i, entry in enumerate(claims):
-        ewhere = cwhere.child(i, claims)
-        _expect(entry, dict, ewhere, "a mapping with claim, better and worse")
-        _check_keys(entry, CLAIM_KEYS, ewhere, "claim")
-        for key in ("claim", "better", "worse"):
-            if key not in entry:
-                raise ewhere.error(f"a claim needs `{key}`.")
+        published.append(entry)
+    claims = []
+    for entry, ewhere in _entries(raw, "claims", where, CLAIM_KEYS, ("claim", "better", "worse")):
+        claims.append(entry)
         for side in ("better", "worse"):
             _expect(entry[side], dict, ewhere.child(side, entry), "a mapping of grid labels, e.g. {stitcher: relative}")
             _check_keys(entry[side], FILTER_KEYS, ewhere.child(side, entry), "claim filter")

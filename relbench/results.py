@@ -94,12 +94,16 @@ class ResultStore:
             os.fsync(fh.fileno())
 
     def tasks(self) -> list[str]:
-        """Names of the tasks with stored results."""
+        """Names of the tasks with stored results (read from each file's first unit)."""
         names = []
         for path in sorted(self.root.glob("*.jsonl")):
-            lines = self._lines(path.stem)
-            if lines and lines[0]["rows"]:
-                names.append(lines[0]["rows"][0]["task"])
+            with open(path, encoding="utf-8") as fh:
+                try:
+                    rows = json.loads(fh.readline())["rows"]
+                except (json.JSONDecodeError, KeyError):
+                    continue
+            if rows:
+                names.append(rows[0]["task"])
         return names
 
     def load(self, task: str | None = None, all_runs: bool = False) -> pd.DataFrame:

@@ -81,3 +81,12 @@ def test_include_composes_tasks(registry, write_yaml):
 def test_duplicate_task_names(registry, write_yaml):
     body = GOOD.split("tasks:\n", 1)[1]
     assert "duplicate task names" in _error(registry, write_yaml, GOOD + body)
+
+
+def test_claims_and_published_are_validated(registry, write_yaml):
+    msg = _error(registry, write_yaml, GOOD + "    claims:\n      - {claim: x, better: {stitcher: relative}}\n")
+    assert "needs `worse`" in msg and "tasks[0].claims[0]" in msg
+    msg = _error(registry, write_yaml, GOOD + "    claims:\n      - {claim: x, better: {stiched: a}, worse: {}}\n")
+    assert "'stiched'" in msg and "did you mean 'stitcher'" in msg
+    msg = _error(registry, write_yaml, GOOD + "    published:\n      - {metric: accuracy, value: high}\n")
+    assert "expected a number" in msg

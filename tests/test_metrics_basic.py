@@ -56,3 +56,14 @@ def test_pearson_r_matches_numpy():
     assert pearson_r(a, b) == pytest.approx(np.corrcoef(a, b)[0, 1])
     assert pearson_r(a, 2 * a + 1) == pytest.approx(1.0)
     assert np.isnan(pearson_r([1, 1, 1], [1, 2, 3]))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_f1_agrees_with_sklearn_on_random_labels_with_missing_classes(seed):
+    rng = np.random.default_rng(seed)
+    y_true = rng.integers(0, 6, size=int(rng.integers(1, 60)))
+    y_pred = rng.integers(1, 8, size=len(y_true))  # class 0 never predicted, 6 and 7 never true
+    assert WeightedF1().compute(y_true, y_pred) == pytest.approx(
+        skm.f1_score(y_true, y_pred, average="weighted", zero_division=0), abs=1e-12)
+    assert MacroF1().compute(y_true, y_pred) == pytest.approx(
+        skm.f1_score(y_true, y_pred, average="macro", zero_division=0), abs=1e-12)
