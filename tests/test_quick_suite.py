@@ -54,3 +54,18 @@ def test_second_run_reencodes_and_recomputes_nothing(quick_run):
     assert second.returncode == 0, second.stderr[-3000:]
     assert "encoded 0 (encoder, split) banks" in second.stderr
     assert "ran 0 units" in second.stderr and "use --force to recompute them" in second.stderr
+
+
+def test_jobs_run_tasks_in_worker_processes(quick_run):
+    out, _, _ = quick_run
+    env = {**os.environ, "RELBENCH_CACHE_DIR": str(out / "cache")}
+    cmd = [sys.executable, "-m", "relbench.cli", "run", str(ROOT / "tasks" / "quick.yaml"), "--jobs", "2",
+           "--force", "--task", "quick-digits-cross-seed", "--task", "quick-reconstruction",
+           "--output", str(out / "results"), "--leaderboards", str(out / "boards")]
+    before = ResultStore(out / "results").load(all_runs=True)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 workers" in done.stderr and "encoded 0 (encoder, split) banks" in done.stderr
+    after = ResultStore(out / "results").load(all_runs=True)
+    for task in ("quick-digits-cross-seed", "quick-reconstruction"):
+        assert after["run"][after["task"] == task].nunique() == before["run"][before["task"] == task].nunique() + 1
