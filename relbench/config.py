@@ -422,6 +422,14 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
                                    allow_none=key == "regularizers")
         else:
             grid[key] = [None] if key == "regularizers" else []
+    if not kind.cls.holds_out_sources:
+        for i, sel in enumerate(grid["selectors"]):
+            if sel.cls.learns_from_banks:
+                raise gwhere.child("selectors", grid_raw).child(i, grid_raw["selectors"]).error(
+                    f"anchor selector {sel.name!r} learns from the encoders' banks, and task kind {kind.name!r} "
+                    f"evaluates encoders without holding them out of anchor selection, so the anchors would have "
+                    f"seen the space they are evaluated in. Use random, stratified or parallel anchors here, or "
+                    f"a stitching task, which holds each evaluated encoder out.")
     metrics = _spec_list(raw.get("metrics", settings["metrics"]), "metric", registry,
                          where.child("metrics", raw) if "metrics" in raw else where)
     description = raw.get("description", "")

@@ -303,11 +303,15 @@ class RegularizerBatch:
     ``embeddings`` maps bank name → the (possibly adapted) absolute embeddings of the
     batch, before the relative projection; ``relative`` → their relative features;
     rows are the same samples in every bank. ``labels`` are the batch's classes.
+    ``trained`` names the bank being trained (its entries carry gradients); every other
+    entry of ``relative`` is a fixed *partner* bank (see
+    :attr:`Regularizer.needs_partner_banks`).
     """
 
     labels: torch.Tensor
     embeddings: dict[str, torch.Tensor]
     relative: dict[str, torch.Tensor]
+    trained: str = ""
 
 
 class Regularizer(Plugin, ABC):
@@ -317,6 +321,11 @@ class Regularizer(Plugin, ABC):
     #: True when the regularizer acts on a trainable adapter in front of the frozen
     #: encoder (the stitcher then inserts one)
     needs_adapter: ClassVar[bool] = False
+    #: True when the loss compares the trained bank with *other encoders'* banks (the
+    #: same training samples' relative features, fixed): the stitcher then receives
+    #: them as :attr:`FitContext.partners` (never an encoder held out of the unit), and
+    #: the result rows record that the decoder saw more than one space at fit time
+    needs_partner_banks: ClassVar[bool] = False
 
     def batch_shape(self) -> tuple[int, int] | None:
         """``(classes, samples per class)`` when the loss needs class-balanced batches."""
@@ -371,6 +380,10 @@ class FitContext:
 
     ``modality`` is the modality of the target's view (text heads train differently
     from vision heads in the reference code). ``regularizers`` are already configured.
+    ``partners`` maps encoder → its relative features of the *training* split (rows in
+    the target training bank's order), for regularizers that compare banks; it is empty
+    unless one of them :attr:`~Regularizer.needs_partner_banks`, and never holds an
+    encoder that the unit holds out.
     """
 
     seed: int
@@ -378,6 +391,7 @@ class FitContext:
     num_classes: int
     modality: str
     regularizers: list[Regularizer]
+    partners: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 @dataclass
@@ -472,6 +486,10 @@ class TaskKind(Plugin, ABC):
     #: False for protocols that train their own networks (the task's ``encoders`` may
     #: then be omitted)
     uses_encoders: ClassVar[bool] = True
+    #: True when the protocol asks for anchors with the evaluated encoder held out
+    #: (``run.anchors(seed, selector, excluded)``); only such kinds accept selectors that
+    #: learn from the banks (fps, PARAM), which validation enforces
+    holds_out_sources: ClassVar[bool] = False
 
     @abstractmethod
     def run(self, run: Any) -> None:

@@ -219,6 +219,12 @@ class TaskRun:
     def anchors(self, seed: int, selector: PluginSpec, excluded: frozenset[str] = frozenset()) -> Anchors:
         """The anchor recipe for (seed, selector, held-out encoders), computed once."""
         sel = selector.build()
+        if sel.learns_from_banks and not excluded:
+            raise ConfigError(
+                f"task {self.task.name!r}: anchor selector {selector.label!r} learns from the encoders' banks, and "
+                f"the {self.kind.name!r} task kind evaluates encoders without holding them out of anchor selection, "
+                f"so the anchors would have seen the space they are evaluated in. Use random, stratified or "
+                f"parallel anchors for this task, or a stitching task (which holds each source out).")
         excluded = frozenset(excluded) if sel.learns_from_banks else frozenset()
         key = f"{seed}/{selector.label}/{sorted(excluded)}"
         if key not in self._anchors:
@@ -277,7 +283,7 @@ class TaskRun:
     def _row(self, r: ResultRow, key: dict, seconds: float) -> dict:
         row = {
             "task": self.task.name, "kind": self.task.kind.name, "dataset": self.task.dataset.label,
-            "seed": key.get("seed"),
+            "seed": key.get("seed"), "held_out": list(key.get("held_out", [])),
             **{c: getattr(r, c) if getattr(r, c) != "-" else str(key.get(c, "-"))
                for c in ("selector", "similarity", "stitcher", "regularizer", "source", "target")},
             "metric": r.metric, "value": None if r.value is None else float(r.value),

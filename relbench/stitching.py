@@ -6,6 +6,11 @@ encoder's test bank. With a selector that does not learn from the banks this cos
 fits and E² evaluations. With one that does (fps, PARAM), or with ``protocol:
 held-out``, the anchors are chosen again for every source with that source excluded, so
 the source is never seen before it is evaluated (E fits per source).
+
+A regularizer that compares banks (``needs_partner_banks``: PARAM's losses) is given the
+training-split relative features of every other encoder the unit does not hold out; its
+rows say so (``needs_both_spaces``, ``partner_banks``), as Procrustes' rows do. Under
+``protocol: held-out`` the evaluated encoder is never among them.
 """
 
 from __future__ import annotations
@@ -76,6 +81,7 @@ class Stitching(TaskKind):
     """
 
     name: ClassVar[str] = "stitching"
+    holds_out_sources: ClassVar[bool] = True
     protocol: Literal["all-pairs", "held-out"] = "all-pairs"
     held_out: list[str] = field(default_factory=list)
 
@@ -154,11 +160,19 @@ class Stitching(TaskKind):
                 anchors = run.anchors(seed, combo.selector, excluded) if combo.selector else None
                 stitcher = combo.stitcher.build()
                 regs = [combo.regularizer.build()] if combo.regularizer else []
+                partners = {}
+                if any(r.needs_partner_banks for r in regs):
+                    partners = {p: side(p, combo, anchors).relative("train") for p in labels
+                                if p != target and p not in excluded}
+                    if not partners:
+                        raise ValueError(f"regularizer {combo.regularizer.label!r} compares the target's bank with "
+                                         f"other encoders' banks, but this unit has none besides {target!r}")
                 ctx = FitContext(seed=seed, device=run.device, num_classes=len(data.class_names),
-                                 modality=run.modality(target), regularizers=regs)
+                                 modality=run.modality(target), regularizers=regs, partners=partners)
                 stitcher.fit(side(target, combo, anchors), ctx)
                 cls = combo.stitcher.cls
-                extra = {"needs_both_spaces": cls.needs_both_spaces,
+                extra = {"needs_both_spaces": cls.needs_both_spaces or bool(partners),
+                         "partner_banks": sorted(partners),
                          "role": "reference" if cls.diagonal_only or not cls.uses_anchors else "method",
                          "anchors": len(anchors) if anchors is not None else 0, **(anchors.info if anchors else {})}
                 for source in sources:

@@ -88,15 +88,15 @@ def test_anchor_cohesion_is_the_weighted_spread_of_each_mixture():
 
 
 @pytest.mark.parametrize("cls", [SoftJaccardRegularizer, BarlowTwinsRegularizer, AlignUniformRegularizer])
-def test_regularizers_are_pairwise_and_zero_for_one_bank(cls):
+def test_regularizers_compare_the_trained_bank_with_each_partner(cls):
     y = torch.zeros(64, dtype=torch.long)
-    one = RegularizerBatch(y, {}, {"a": feats(0)})
-    assert float(cls().loss(one)) == 0.0
-    two = RegularizerBatch(y, {}, {"a": feats(0), "b": feats(1)})
-    three = RegularizerBatch(y, {}, {"a": feats(0), "b": feats(1), "c": feats(0)})
-    reg = cls(weight=2.0)
-    assert float(reg.loss(two)) == pytest.approx(2 * float(cls().loss(two)))
-    # three banks: the mean over the three pairs
-    pair_values = [float(cls().loss(RegularizerBatch(y, {}, {"p": three.relative[a], "q": three.relative[b]})))
-                   for a, b in (("a", "b"), ("a", "c"), ("b", "c"))]
+    with pytest.raises(ValueError, match="other encoder"):
+        cls().loss(RegularizerBatch(y, {}, {"a": feats(0)}, trained="a"))
+    two = RegularizerBatch(y, {}, {"a": feats(0), "b": feats(1)}, trained="a")
+    assert float(cls(weight=2.0).loss(two)) == pytest.approx(2 * float(cls().loss(two)))
+    # the mean over (trained, partner) pairs; partners are not compared with each other
+    three = RegularizerBatch(y, {}, {"a": feats(0), "b": feats(1), "c": feats(2)}, trained="a")
+    pair_values = [float(cls().loss(RegularizerBatch(y, {}, {"a": feats(0), p: three.relative[p]}, trained="a")))
+                   for p in ("b", "c")]
     assert float(cls().loss(three)) == pytest.approx(np.mean(pair_values), rel=1e-5, abs=1e-6)
+    assert cls.needs_adapter and cls.needs_partner_banks

@@ -1,12 +1,14 @@
 """Relative decoder vs absolute baseline on a rotated copy of a bank; determinism;
-not-achievable cells; training with the topological regularizer's adapter."""
+not-achievable cells; training with the topological regularizer's adapter and with a
+between-bank (PARAM) regularizer."""
 
 import numpy as np
 import pytest
 import torch
 
-from relbench.interfaces import Bank, FitContext, NotAchievable, StitchSide
+from relbench.interfaces import Bank, FitContext, NotAchievable, RegularizerBatch, StitchSide
 from relbench_metrics import Accuracy
+from relbench_param import BarlowTwinsRegularizer
 from relbench_relreps import AbsoluteDecoder, Cosine, NonStitched, RelativeDecoder
 from relbench_topology import RobustCosine, Topological
 
@@ -97,6 +99,26 @@ def test_topological_regularizer_trains_an_adapter_used_only_on_its_own_encoder(
     # another encoder (here: a per-dimension rescaled copy) is fed without the adapter
     scaled = _side("enc-scaled", lambda X: X * torch.linspace(0.5, 2.0, D), sim=RobustCosine())
     assert _acc(st.predict(scaled)) > 0.8
+
+
+def test_between_bank_regularizer_pulls_the_target_towards_its_partner():
+    own = _side("enc")
+    partner = _side("other", lambda X: torch.tanh(X @ Q / 4))  # a non-linear distortion: cosine cannot undo it
+    reg = BarlowTwinsRegularizer(weight=5.0)
+    with pytest.raises(ValueError, match="other encoder"):
+        RelativeDecoder(epochs=1).fit(own, _ctx([reg]))
+    ctx = _ctx([reg])
+    ctx.partners = {"other": partner.relative("train")}
+    st = RelativeDecoder(epochs=3, lr=1e-3)
+    st.fit(own, ctx)
+
+    def loss(rel):
+        return float(reg.loss(RegularizerBatch(YTR, {}, {"enc": rel, "other": partner.relative("train")}, trained="enc")))
+
+    with torch.no_grad():
+        adapted = st._fitted.similarity.project(st._adapter(XTR), st._adapter(own.anchors))
+    assert loss(adapted) < 0.9 * loss(own.relative("train"))
+    assert _acc(st.predict(own)) > 0.8
 
 
 def test_parameter_validation():

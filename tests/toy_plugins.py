@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from relbench import hookimpl
-from relbench.interfaces import Dataset, DatasetData, Encoder, Split
+from relbench.interfaces import AnchorContext, AnchorSelector, Anchors, Dataset, DatasetData, Encoder, Split
 
 
 @dataclass
@@ -56,6 +56,26 @@ class Rotated(Encoder):
         for r in self.nan_rows or []:
             X[r] = float("nan")
         return X
+
+
+@dataclass
+class SpySelector(AnchorSelector):
+    """Random anchors from a selector that claims to learn from the banks, recording
+    which banks and held-out encoders every call was given (a test fixture)."""
+
+    name: ClassVar[str] = "toy-spy"
+    learns_from_banks: ClassVar[bool] = True
+    calls: ClassVar[list] = []
+
+    def select(self, ctx: AnchorContext) -> Anchors:
+        SpySelector.calls.append((ctx.seed, sorted(ctx.banks), sorted(ctx.excluded)))
+        order = np.random.default_rng(ctx.seed).permutation(len(ctx.ids))[: ctx.num_anchors]
+        return Anchors(ids=[ctx.ids[i] for i in order])
+
+
+@hookimpl
+def relbench_anchor_selectors():
+    return [SpySelector]
 
 
 @hookimpl

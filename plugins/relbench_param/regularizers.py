@@ -1,29 +1,57 @@
-"""The pairwise PARAM losses as regularizers of heads trained on several banks.
+"""The pairwise PARAM losses as regularizers of a relative decoder trained beside other banks.
 
-Each is computed over every unordered pair of ``batch.relative`` entries (the same
-samples' relative features in different banks) and averaged; with a single bank it is
-0. Anchor cohesion is not offered: it needs the anchor mixture weights, which a
-regularizer does not see.
+PARAM trains its anchors with losses *between* banks: the same samples' relative
+features in two encoders' spaces should agree. As regularizers they act on the bank a
+relative decoder trains on: a trainable adapter (identity-initialised ``Linear(d, d)``)
+sits in front of the frozen target encoder, and the loss pulls the adapted target's
+relative features towards those of every *partner* bank (the other encoders' training
+banks, fixed, each with its own anchors), so the head learns on a relative space closer
+to the ones it will be fed zero-shot. The partners are supplied by the stitching
+protocol (``FitContext.partners``), never including an encoder the unit holds out; rows
+record them (``partner_banks``) and are marked ``needs_both_spaces``, like Procrustes'.
+
+Each loss is the mean over partners of ``loss(trained, partner)``. Anchor cohesion is
+not offered: it constrains anchor mixture weights, which a head's training does not have.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
 from relbench.interfaces import Regularizer, RegularizerBatch
-from relbench_param.losses import align_uniform, barlow_twins, pairwise_mean, soft_jaccard
+from relbench_param.losses import align_uniform, barlow_twins, soft_jaccard
 
 
-def _zero(batch: RegularizerBatch) -> torch.Tensor:
-    device = next(iter(batch.relative.values())).device if batch.relative else batch.labels.device
-    return torch.zeros((), device=device)
+def against_partners(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], batch: RegularizerBatch) -> torch.Tensor:
+    """Mean of ``fn(trained, partner)`` over the batch's partner banks.
+
+    Raises ``ValueError`` when the batch has no trained bank or no partner: a between-bank
+    loss with nothing to compare would silently add zero.
+    """
+    if batch.trained not in batch.relative:
+        raise ValueError("a between-bank regularizer needs the trained bank's relative features "
+                         "(RegularizerBatch.trained)")
+    trained = batch.relative[batch.trained]
+    partners = [F for name, F in batch.relative.items() if name != batch.trained]
+    if not partners:
+        raise ValueError("a between-bank regularizer (soft-jaccard, barlow-twins, align-uniform) needs at least one "
+                         "other encoder's bank to compare with; give the task two or more encoders")
+    return torch.stack([fn(trained, F) for F in partners]).mean()
+
+
+class _BetweenBanks(Regularizer):
+    """Shared class attributes of the PARAM regularizers."""
+
+    needs_adapter: ClassVar[bool] = True
+    needs_partner_banks: ClassVar[bool] = True
 
 
 @dataclass
-class SoftJaccardRegularizer(Regularizer):
+class SoftJaccardRegularizer(_BetweenBanks):
     """Soft-Jaccard loss between banks' relative features (PARAM), as a regularizer.
 
     Parameters:
@@ -41,13 +69,12 @@ class SoftJaccardRegularizer(Regularizer):
             raise ValueError("soft-jaccard: weight must be ≥ 0 and temperature positive")
 
     def loss(self, batch: RegularizerBatch) -> torch.Tensor:
-        """Weighted mean Soft-Jaccard loss over bank pairs (0 with one bank)."""
-        value = pairwise_mean(lambda a, b: soft_jaccard(a, b, self.temperature), batch.relative)
-        return _zero(batch) if value is None else self.weight * value
+        """Weighted mean Soft-Jaccard loss between the trained bank and each partner bank."""
+        return self.weight * against_partners(lambda a, b: soft_jaccard(a, b, self.temperature), batch)
 
 
 @dataclass
-class BarlowTwinsRegularizer(Regularizer):
+class BarlowTwinsRegularizer(_BetweenBanks):
     """Barlow Twins loss between banks' relative features (PARAM, after Zbontar et al. 2021), as a regularizer.
 
     Parameters:
@@ -64,13 +91,12 @@ class BarlowTwinsRegularizer(Regularizer):
             raise ValueError("barlow-twins: weight and lam must be ≥ 0")
 
     def loss(self, batch: RegularizerBatch) -> torch.Tensor:
-        """Weighted mean Barlow Twins loss over bank pairs (0 with one bank)."""
-        value = pairwise_mean(lambda a, b: barlow_twins(a, b, self.lam), batch.relative)
-        return _zero(batch) if value is None else self.weight * value
+        """Weighted mean Barlow Twins loss between the trained bank and each partner bank."""
+        return self.weight * against_partners(lambda a, b: barlow_twins(a, b, self.lam), batch)
 
 
 @dataclass
-class AlignUniformRegularizer(Regularizer):
+class AlignUniformRegularizer(_BetweenBanks):
     """Alignment–uniformity loss between banks' relative features (PARAM, after Wang & Isola 2020), as a regularizer.
 
     Parameters:
@@ -87,6 +113,5 @@ class AlignUniformRegularizer(Regularizer):
             raise ValueError("align-uniform: weight must be ≥ 0 and t positive")
 
     def loss(self, batch: RegularizerBatch) -> torch.Tensor:
-        """Weighted mean alignment–uniformity loss over bank pairs (0 with one bank)."""
-        value = pairwise_mean(lambda a, b: align_uniform(a, b, self.t), batch.relative)
-        return _zero(batch) if value is None else self.weight * value
+        """Weighted mean alignment–uniformity loss between the trained bank and each partner bank."""
+        return self.weight * against_partners(lambda a, b: align_uniform(a, b, self.t), batch)

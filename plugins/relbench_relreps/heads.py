@@ -49,9 +49,14 @@ def train_relative_with_regularizers(
     settings: HeadSettings,
     num_classes: int,
     seed: int,
+    partners: dict[str, torch.Tensor] | None = None,
 ) -> AdaptedRelative:
     """Train (adapter →) relative projection → head with cross-entropy plus every
     regularizer's loss.
+
+    ``partners`` (encoder → fixed relative training features, rows aligned with ``X``)
+    join every batch's :class:`RegularizerBatch` under their own names, for regularizers
+    that compare banks.
 
     Mirrors :func:`relbench.training.train_classifier` (seeded Adam, seeded batches,
     class-balanced when a regularizer asks through ``batch_shape()``; the first one that
@@ -82,7 +87,9 @@ def train_relative_with_regularizers(
         anchors = adapter(A) if adapter is not None else A
         rel = sim.project(emb, anchors)
         loss = nn.functional.cross_entropy(head(rel), y[idx])
-        batch = RegularizerBatch(labels=y[idx], embeddings={encoder: emb}, relative={encoder: rel})
+        fixed = {name: F[idx] for name, F in (partners or {}).items()}
+        batch = RegularizerBatch(labels=y[idx], embeddings={encoder: emb}, relative={encoder: rel, **fixed},
+                                 trained=encoder)
         return loss + sum(reg.loss(batch) for reg in regularizers)
 
     head.train()

@@ -82,7 +82,8 @@ class RelativeDecoder(Stitcher):
         X, y, A = target.train.X, _labels(target), target.anchors
         if ctx.regularizers:
             self._fitted = train_relative_with_regularizers(
-                target.encoder, X, y, A, target.similarity, ctx.regularizers, settings, ctx.num_classes, ctx.seed)
+                target.encoder, X, y, A, target.similarity, ctx.regularizers, settings, ctx.num_classes, ctx.seed,
+                partners=ctx.partners)
             head, adapter = self._fitted.head, self._fitted.adapter
         else:
             with torch.no_grad():
