@@ -72,7 +72,11 @@ def _parser() -> argparse.ArgumentParser:
 def _cmd_plugins(args, registry) -> int:
     from relbench.config import plugin_fields
     from relbench.interfaces import INTERFACES
+    from relbench.plugins import did_you_mean
 
+    if args.interface and args.interface not in INTERFACES:
+        raise UserError(f"--interface {args.interface!r} is not an interface; "
+                        f"{did_you_mean(args.interface, list(INTERFACES))}")
     for interface in INTERFACES:
         if args.interface and interface != args.interface:
             continue
@@ -119,6 +123,7 @@ def _dry_run(suite) -> int:
 
 def _cmd_run(args, registry) -> int:
     from relbench.config import load_suite
+    from relbench.results import ensure_writable_dir
     from relbench.runner import Runner
 
     suite = load_suite(args.tasks, registry)
@@ -126,6 +131,9 @@ def _cmd_run(args, registry) -> int:
         return _dry_run(suite)
     leaderboards = args.leaderboards.resolve() if args.leaderboards else suite.leaderboards
     suite.leaderboards = leaderboards
+    if not args.no_leaderboard:
+        ensure_writable_dir(leaderboards, "The leaderboards directory",
+                            "`suite.leaderboards` in the tasks file or `relbench run --leaderboards DIR`")
     runner = Runner(suite, registry, force=args.force, quiet=args.quiet, only=args.only, output=args.output,
                     command="relbench " + " ".join(sys.argv[1:]))
     jobs = args.jobs if args.jobs > 0 else (os.cpu_count() or 1)

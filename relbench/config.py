@@ -446,12 +446,17 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
             _check_keys(entry[side], FILTER_KEYS, ewhere.child(side, entry), "claim filter")
         if entry.get("measure", "score") not in ("score", "achievable"):
             raise ewhere.child("measure", entry).error("expected `score` or `achievable`.")
-    return Task(name=name, kind=kind, dataset=dataset, encoders=encoders, selectors=grid["selectors"],
+    task = Task(name=name, kind=kind, dataset=dataset, encoders=encoders, selectors=grid["selectors"],
                 similarities=grid["similarities"], stitchers=grid["stitchers"],
                 regularizers=grid["regularizers"], metrics=metrics, seeds=settings["seeds"],
                 num_anchors=settings["num_anchors"], device=settings["device"],
                 batch_size=settings["batch_size"], description=description, file=str(where.file),
                 published=[dict(e) for e in published], claims=[dict(c) for c in claims])
+    try:
+        kind.build().validate(task)
+    except ValueError as exc:
+        raise where.error(str(exc)) from None
+    return task
 
 
 def _collect_tasks(path: Path, registry: Registry, defaults: dict, seen: set[Path]) -> list[Task]:

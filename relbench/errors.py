@@ -19,6 +19,10 @@ class UnknownPlugin(ConfigError):
     """A plugin name that no installed package provides."""
 
 
+class PluginLoadError(UserError):
+    """An installed plugin package fails to import."""
+
+
 class PluginConflict(UserError):
     """Two packages register the same plugin name for one interface."""
 

@@ -491,6 +491,11 @@ class TaskKind(Plugin, ABC):
     #: learn from the banks (fps, PARAM), which validation enforces
     holds_out_sources: ClassVar[bool] = False
 
+    def validate(self, task: Any) -> None:
+        """Check the task against this protocol before any work starts; raise
+        ``ValueError`` with a message naming what is wrong and how to fix it. Called
+        while tasks.yaml is validated, so the message gets the file and line."""
+
     @abstractmethod
     def run(self, run: Any) -> None:
         """Evaluate the task, emitting result rows through ``run.unit(...)``."""

@@ -67,7 +67,12 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
                     continue
                 running.remove(item)
                 bar.update(len(chain))
-                worst = max(worst, proc.returncode)
+                code = proc.returncode
+                if code < 0:  # killed by a signal (e.g. out of memory): a failure, never success
+                    bar.write(f"  [{chain[0].dataset.name}] worker {proc.pid} was killed by signal {-code}; "
+                              f"its finished units are stored, run again to resume. Log: {log}", file=sys.stderr)
+                    code = 1
+                worst = max(worst, code)
                 lines = [ln for ln in log.read_text(errors="replace").replace("\r", "\n").splitlines()
                          if ln.startswith(("== task", "encoded ", "ran ", "  - ", "relbench: error", "warning"))
                          or "failures" in ln or "not achievable" in ln]

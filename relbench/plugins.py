@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+from dataclasses import is_dataclass
 import os
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -18,7 +19,7 @@ from types import ModuleType
 import pluggy
 
 from relbench import hookspecs
-from relbench.errors import PluginConflict, UnknownPlugin
+from relbench.errors import PluginConflict, PluginLoadError, UnknownPlugin
 from relbench.interfaces import INTERFACES, Plugin
 
 ENTRY_POINT_GROUP = "relbench"
@@ -35,9 +36,18 @@ class Registered:
 
     @property
     def summary(self) -> str:
-        """First paragraph of the class docstring, on one line."""
-        doc = inspect.getdoc(self.cls) or ""
+        """First paragraph of the class's own docstring, on one line ("" when it has none)."""
+        doc = own_docstring(self.cls)
         return " ".join(doc.split("\n\n", 1)[0].split())
+
+
+def own_docstring(cls: type) -> str:
+    """The docstring written on ``cls`` itself: not one inherited from a base class, nor
+    the signature ``@dataclass`` fills in for a class that has none."""
+    doc = cls.__dict__.get("__doc__") or ""
+    if doc.startswith(f"{cls.__name__}(") and is_dataclass(cls):
+        return ""
+    return inspect.cleandoc(doc)
 
 
 def did_you_mean(name: str, choices: list[str]) -> str:
@@ -116,12 +126,27 @@ class Registry:
         return sorted(self.by_interface[interface])
 
 
-def _discover() -> list[tuple[str, ModuleType, str]]:
+def _discover(disabled: set[str] | frozenset[str] = frozenset()) -> list[tuple[str, ModuleType, str]]:
+    """Import every ``relbench`` entry point not switched off by name.
+
+    A package that fails to import is a :class:`PluginLoadError` naming it, the error,
+    and how to switch it off; a disabled package is never imported at all.
+    """
     found = []
     for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in disabled:
+            continue
         dist = getattr(ep, "dist", None)
         package = f"{dist.name} {dist.version}" if dist is not None else "?"
-        found.append((ep.name, ep.load(), package))
+        try:
+            module = ep.load()
+        except Exception as exc:  # noqa: BLE001 - any import failure of a third-party package
+            raise PluginLoadError(
+                f"The relbench plugin package {ep.name!r} ({package}, module {ep.value!r}) failed to import: "
+                f"{type(exc).__name__}: {exc}. Fix or reinstall that package, or switch it off with "
+                f"`relbench --disable {ep.name} …` or RELBENCH_DISABLE_PLUGINS={ep.name}."
+            ) from None
+        found.append((ep.name, module, package))
     return found
 
 
@@ -133,4 +158,5 @@ def disabled_from_env(extra: list[str] | None = None) -> set[str]:
 
 def load_registry(disable: list[str] | None = None) -> Registry:
     """Build the registry from every installed ``relbench`` entry point."""
-    return Registry(_discover(), disabled_from_env(disable))
+    disabled = disabled_from_env(disable)
+    return Registry(_discover(disabled), disabled)

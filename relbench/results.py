@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import time
 from functools import lru_cache
@@ -30,18 +31,47 @@ COLUMNS = ["task", "kind", "dataset", "seed", "selector", "similarity", "stitche
 
 @lru_cache(maxsize=1)
 def git_revision() -> str:
-    """The git revision of the relbench source tree, when it is a checkout."""
+    """The git revision of the relbench source tree, when it is a checkout, with
+    ``-dirty`` when tracked files differ from it."""
+    here = Path(__file__).parent
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent,
-                             capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() if out.returncode == 0 else ""
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
+                             timeout=5)
+        if out.returncode != 0:
+            return ""
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=here, capture_output=True, timeout=10)
+        return out.stdout.strip() + ("-dirty" if dirty.returncode == 1 else "")
     except (OSError, subprocess.SubprocessError):
         return ""
+
+
+@lru_cache(maxsize=1)
+def environment() -> str:
+    """Python, torch, operating system, CPU cores and GPU (when one is visible), on one line."""
+    import torch
+
+    parts = [f"Python {platform.python_version()}", f"torch {torch.__version__}",
+             f"{platform.system()} {platform.machine()}", f"{os.cpu_count()} CPU cores"]
+    if torch.cuda.is_available():
+        parts.append(f"GPU {torch.cuda.get_device_name(0)}")
+    return ", ".join(parts)
 
 
 def unit_key(task: str, key: dict) -> str:
     """Stable identifier of a unit of work within a task."""
     return identity_key({"task": task, **key})
+
+
+def ensure_writable_dir(folder: Path, what: str, how: str) -> None:
+    """Create ``folder`` and write a probe file in it, or raise :class:`OutputNotWritable`
+    saying ``what`` it is and ``how`` to choose another."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".probe-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise OutputNotWritable(f"{what} {folder} is not writable ({exc.strerror}). Choose another with {how}.") from None
 
 
 class ResultStore:
@@ -52,16 +82,8 @@ class ResultStore:
 
     def ensure_writable(self) -> None:
         """Fail early, with a fix, when the output folder cannot be written."""
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            probe = self.root / f".probe-{os.getpid()}"
-            probe.write_text("")
-            probe.unlink()
-        except OSError as exc:
-            raise OutputNotWritable(
-                f"The output directory {self.root} is not writable ({exc.strerror}). Choose another with "
-                f"`suite.output` in the tasks file or `relbench run --output DIR`."
-            ) from None
+        ensure_writable_dir(self.root, "The output directory", "`suite.output` in the tasks file or "
+                                                              "`relbench run --output DIR`")
 
     def _file(self, task: str) -> Path:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in task)
@@ -81,15 +103,30 @@ class ResultStore:
         return out
 
     def done(self, task: str) -> set[str]:
-        """Unit keys already stored for a task."""
+        """Unit keys whose newest stored line succeeded (a unit whose every row is an
+        error is not done, so the next run retries it)."""
+        newest: dict[str, dict] = {}
+        for unit in self._lines(task):
+            newest[unit["unit"]] = unit
+        return {key for key, unit in newest.items()
+                if not (unit["rows"] and all(r.get("status") == "error" for r in unit["rows"]))}
+
+    def stored(self, task: str) -> set[str]:
+        """Every unit key with a stored line, failed or not."""
         return {u["unit"] for u in self._lines(task)}
 
     def append(self, task: str, key: str, rows: list[dict], run_id: str) -> None:
-        """Append one finished unit atomically (one write + fsync)."""
+        """Append one finished unit atomically (one write + fsync). A last line cut
+        short by a kill is first closed with a newline, so it stays the only casualty."""
         self.root.mkdir(parents=True, exist_ok=True)
         line = json.dumps({"unit": key, "run": run_id, "time": time.time(), "rows": rows}, default=_jsonable)
-        with open(self._file(task), "a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        path = self._file(task)
+        with open(path, "a+b") as fh:
+            if fh.tell() > 0:
+                fh.seek(-1, os.SEEK_END)
+                if fh.read(1) != b"\n":
+                    fh.write(b"\n")
+            fh.write(line.encode("utf-8") + b"\n")
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -98,12 +135,14 @@ class ResultStore:
         names = []
         for path in sorted(self.root.glob("*.jsonl")):
             with open(path, encoding="utf-8") as fh:
-                try:
-                    rows = json.loads(fh.readline())["rows"]
-                except (json.JSONDecodeError, KeyError):
-                    continue
-            if rows:
-                names.append(rows[0]["task"])
+                for line in fh:
+                    try:
+                        rows = json.loads(line)["rows"]
+                    except (json.JSONDecodeError, KeyError):
+                        continue  # a line cut short by a kill
+                    if rows:
+                        names.append(rows[0]["task"])
+                        break
         return names
 
     def load(self, task: str | None = None, all_runs: bool = False) -> pd.DataFrame:

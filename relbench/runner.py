@@ -36,7 +36,7 @@ from relbench.interfaces import (
     progress_bar,
 )
 from relbench.plugins import Registry
-from relbench.results import ResultStore, git_revision, unit_key
+from relbench.results import ResultStore, environment, git_revision, unit_key
 
 ID_VIEW = "id"  # pseudo-view whose items are the sample ids (for precomputed embeddings)
 
@@ -93,6 +93,7 @@ class TaskRun:
         self._pools: dict[str, dict[str, Bank]] = {}
         self._done = runner.store.done(task.name) if not runner.force else set()
         self.params = {s.label: s.full_params() for s in self._all_specs()}
+        self.kind_params = task.kind.full_params()
 
     def _all_specs(self) -> list[PluginSpec]:
         t = self.task
@@ -291,9 +292,12 @@ class TaskRun:
             "params": {lbl: self.params.get(lbl) for lbl in
                        {str(key.get(c)) for c in ("selector", "similarity", "stitcher", "regularizer")}
                        if lbl in self.params},
+            "encoder_params": {lbl: self.params.get(lbl) for lbl in (r.source, r.target) if lbl in self.params},
             "dataset_params": self.params.get(self.task.dataset.label),
+            "kind_params": self.kind_params,
             "num_anchors": self.task.num_anchors, "relbench": __version__, "git": git_revision(),
-            "device": str(self.device), "seconds": seconds, "command": self.runner.command,
+            "device": str(self.device), "environment": environment(), "seconds": seconds,
+            "command": self.runner.command,
         }
         return row
 
@@ -347,21 +351,46 @@ class Runner:
         return [t for t in self.suite.tasks if t.name in self.only]
 
     def run(self) -> RunStats:
-        """Run the selected tasks; return the counters (failures included)."""
+        """Run the selected tasks; return the counters (failures included).
+
+        A task that raises is recorded as a task-level error row and the run goes on to
+        the next task; the units it finished before failing are kept. A user error
+        (bad data, missing asset) is stored as its message; anything else also keeps
+        the end of its traceback, since it points at a bug in a plugin or in relbench.
+        The task-level error is cleared when a later run finishes the task.
+        """
         self.store.ensure_writable()
         self.cache.ensure_writable()
         for task in self.tasks():
+            resolve_device(task.device)  # `device: cuda` without a GPU stops the run before any work
+        for task in self.tasks():
             t0 = time.perf_counter()
             self.say(f"== task {task.name} ({task.kind.label}) ==")
-            task_run = TaskRun(self, task)
+            task_run = None
+            error_key = unit_key(task.name, {"task_error": True})
             try:
+                task_run = TaskRun(self, task)
                 task_run.kind.run(task_run)
-            except UserError as exc:
-                self.stats.failures.append(f"{task.name}: {exc}")
-                self.say(f"task {task.name} failed: {exc}")
-                with contextlib.suppress(Exception):
-                    self.store.append(task.name, unit_key(task.name, {"task_error": True, "run": self.run_id}),
-                                      [task_run._row(ResultRow(metric="error", value=None, status="error",
-                                                               error=str(exc)), {}, 0.0)], self.run_id)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as exc:  # noqa: BLE001 - a failing task is data; the next task still runs
+                message = f"{type(exc).__name__}: {exc}" if not isinstance(exc, UserError) else str(exc)
+                if not isinstance(exc, UserError):
+                    message += "\n" + "".join(traceback.format_exception(exc)[-4:])
+                self.stats.failures.append(f"{task.name}: {message.splitlines()[0]}")
+                self.say(f"task {task.name} failed: {message}")
+                self.store.append(task.name, error_key, [self._task_error_row(task, task_run, message)], self.run_id)
+            else:
+                if error_key in self.store.stored(task.name):
+                    self.store.append(task.name, error_key, [], self.run_id)  # the task now finishes: clear it
             self.say(f"== task {task.name} finished in {time.perf_counter() - t0:.1f}s ==")
         return self.stats
+
+    def _task_error_row(self, task: Task, task_run: TaskRun | None, message: str) -> dict:
+        """The result row recording that a whole task failed."""
+        row = ResultRow(metric="error", value=None, status="error", error=message)
+        if task_run is not None:
+            return task_run._row(row, {}, 0.0)
+        return {"task": task.name, "kind": task.kind.name, "dataset": task.dataset.label, "metric": "error",
+                "value": None, "status": "error", "error": message, "relbench": __version__,
+                "git": git_revision(), "command": self.command}

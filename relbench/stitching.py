@@ -55,9 +55,11 @@ def expand_grid(task: Task) -> list[Combination]:
         similarities = task.similarities if cls.uses_similarity else [None]
         regularizers = task.regularizers if cls.accepts_regularizers else [None]
         if cls.uses_anchors and not selectors:
-            raise ValueError(f"stitcher {stitcher.label!r} needs anchors but the grid has no selectors")
+            raise ValueError(f"stitcher {stitcher.label!r} needs anchors but the grid has no selectors; "
+                             f"add e.g. `selectors: [random]` to the task's grid.")
         if cls.uses_similarity and not similarities:
-            raise ValueError(f"stitcher {stitcher.label!r} needs a similarity but the grid has none")
+            raise ValueError(f"stitcher {stitcher.label!r} needs a similarity but the grid has none; "
+                             f"add e.g. `similarities: [cosine]` to the task's grid.")
         for sel in selectors:
             for sim in similarities:
                 for reg in regularizers:
@@ -84,6 +86,21 @@ class Stitching(TaskKind):
     holds_out_sources: ClassVar[bool] = True
     protocol: Literal["all-pairs", "held-out"] = "all-pairs"
     held_out: list[str] = field(default_factory=list)
+
+    def validate(self, task: Task) -> None:
+        """The grid expands (stitchers have the selectors and similarities they need)
+        and ``held_out`` names encoder labels."""
+        if not task.stitchers:
+            raise ValueError("a stitching task needs `grid.stitchers`, e.g. [relative, absolute, non-stitched].")
+        expand_grid(task)
+        labels = [e.label for e in task.encoders]
+        unknown = [h for h in self.held_out if h not in labels]
+        if unknown:
+            raise ValueError(f"held_out names {unknown}, which are not encoder labels of this task ({labels}).")
+        if self.held_out and self.protocol != "held-out":
+            raise ValueError("held_out is used only with `protocol: held-out`; add it or remove held_out.")
+        if self.protocol == "held-out" and len(labels) < 2:
+            raise ValueError("the held-out protocol needs at least two encoders (one held out, one to train on).")
 
     def plan(self, task: Task) -> list[tuple[int, Combination, str, list[str], frozenset[str]]]:
         """Every unit of work: (seed, combination, target, sources, excluded encoders).
@@ -115,11 +132,6 @@ class Stitching(TaskKind):
         """Evaluate every (seed, combination, target) unit not yet stored."""
         task = run.task
         labels = [e.label for e in task.encoders]
-        unknown = [h for h in self.held_out if h not in labels]
-        if unknown:
-            from relbench.errors import ConfigError
-
-            raise ConfigError(f"task {task.name!r}: held_out names {unknown} are not encoder labels {labels}.")
         train, test = run.banks("train"), run.banks("test")
         data = run.dataset()
         metrics = [(m.label, m.build()) for m in task.metrics]

@@ -10,9 +10,9 @@ from typing import ClassVar
 import pytest
 
 from relbench import hookimpl, hookspecs, interfaces
-from relbench.errors import PluginConflict, UnknownPlugin
+from relbench.errors import PluginConflict, PluginLoadError, UnknownPlugin
 from relbench.interfaces import INTERFACES, Similarity
-from relbench.plugins import Registry, _discover
+from relbench.plugins import Registry, _discover, own_docstring
 
 
 def test_every_hookspec_is_documented_and_mapped():
@@ -36,7 +36,9 @@ def test_every_interface_and_method_is_documented(cls):
 def test_every_data_class_is_documented():
     for name in interfaces.__all__:
         obj = getattr(interfaces, name)
-        if inspect.isclass(obj) or inspect.isfunction(obj):
+        if inspect.isclass(obj):
+            assert own_docstring(obj), f"interfaces.{name} has no docstring of its own"
+        elif inspect.isfunction(obj):
             assert inspect.getdoc(obj), f"interfaces.{name} has no docstring"
 
 
@@ -46,8 +48,45 @@ def test_every_registered_plugin_is_documented():
     for interface, table in registry.by_interface.items():
         for name, reg in table.items():
             count += 1
-            assert reg.summary, f"{interface} {name!r} ({reg.package}) has no docstring"
+            assert reg.summary, f"{interface} {name!r} ({reg.package}) has no docstring of its own"
+            for method, member in vars(reg.cls).items():
+                if callable(member) and not method.startswith("_"):
+                    assert inspect.getdoc(member), f"{interface} {name!r}: {reg.cls.__name__}.{method} has no docstring"
     assert count > 0
+
+
+def test_the_documentation_check_catches_an_undocumented_plugin():
+    @dataclass
+    class Bare(Similarity):
+        name: ClassVar[str] = "bare"
+        scale: float = 1.0
+
+        def project(self, X, A):
+            return X @ A.T
+
+    @dataclass
+    class Written(Similarity):
+        """Written by hand."""
+
+        name: ClassVar[str] = "written"
+
+    assert inspect.getdoc(Bare)  # what a naive check sees: the signature dataclass filled in
+    assert own_docstring(Bare) == "" and own_docstring(Written) == "Written by hand."
+    registry = Registry([("bare", _module(Bare), "tests 0")])
+    assert registry.by_interface["similarity"]["bare"].summary == ""
+
+
+def test_a_plugin_package_that_fails_to_import_is_named_and_can_be_disabled(monkeypatch):
+    class BrokenEntryPoint:
+        name, value, dist = "broken", "broken_pkg:plugin", None
+
+        def load(self):
+            raise ImportError("No module named 'broken_dependency'")
+
+    monkeypatch.setattr("relbench.plugins.entry_points", lambda group: [BrokenEntryPoint()])
+    with pytest.raises(PluginLoadError, match=r"'broken'.*broken_dependency.*--disable broken"):
+        _discover()
+    assert _discover({"broken"}) == []
 
 
 def _module(*classes, hook="relbench_similarities"):

@@ -162,3 +162,91 @@ def test_leaderboard_rebuilds_from_store_alone(registry, cli_main, write_yaml, c
     assert "[blobs](blobs.md)" in index
     assert "relative wins: **holds**" in rebuilt and "absolute wins: **does not hold on this data**" in rebuilt
     assert "Published numbers next to ours" in rebuilt and "a paper" in rebuilt
+
+
+def test_failed_units_are_retried_by_the_next_run(registry, write_yaml, monkeypatch):
+    path = write_yaml(TASKS)
+    import relbench.stitching as stitching
+
+    real = stitching._evaluate
+
+    def flaky(stitcher, source, target, *args, **kwargs):
+        if target == "b":
+            raise RuntimeError("decoder b diverged")
+        return real(stitcher, source, target, *args, **kwargs)
+
+    monkeypatch.setattr(stitching, "_evaluate", flaky)
+    _, stats = _run(registry, path)
+    assert len(stats.failures) == 2 * 2  # seeds × combinations with target b
+    monkeypatch.setattr(stitching, "_evaluate", real)
+    runner, stats = _run(registry, path)
+    assert stats.units_done == 4 and stats.units_skipped == 8 and not stats.failures
+    assert (runner.store.load("blobs")["status"] != "error").all()
+
+
+def test_a_task_that_crashes_is_recorded_and_the_next_task_runs(registry, cli_main, write_yaml, monkeypatch, capsys):
+    two = TASKS + TASKS.split("tasks:\n", 1)[1].replace("name: blobs", "name: blobs-2")
+    path = write_yaml(two)
+    import relbench.stitching as stitching
+
+    real_plan = stitching.Stitching.plan
+    calls = []
+
+    def crashing_once(self, task):
+        calls.append(task.name)
+        if task.name == "blobs":
+            raise RuntimeError("a bug in a plugin")
+        return real_plan(self, task)
+
+    monkeypatch.setattr(stitching.Stitching, "plan", crashing_once)
+    assert cli_main(["run", str(path), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "blobs: RuntimeError: a bug in a plugin" in err
+    assert (path.parent / "boards" / "blobs-2.md").exists()
+    monkeypatch.setattr(stitching.Stitching, "plan", real_plan)
+    assert cli_main(["run", str(path), "-q"]) == 0  # the task now finishes and its error is cleared
+    runner = Runner(load_suite(path, registry), registry, quiet=True)
+    assert (runner.store.load("blobs")["status"] != "error").all()
+
+
+def test_inf_embeddings_are_reported_like_nan(cli_main, write_yaml, capsys, monkeypatch):
+    real = toy_plugins.Rotated.encode
+
+    def with_inf(self, items, ctx):
+        X = real(self, items, ctx)
+        if self.seed == 2:
+            X[5, 0] = float("inf")
+        return X
+
+    monkeypatch.setattr(toy_plugins.Rotated, "encode", with_inf)
+    assert cli_main(["run", str(write_yaml(TASKS)), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "encoder 'b'" in err and "NaN or inf" in err and "rows 5" in err and "Traceback" not in err
+
+
+def test_unwritable_leaderboards_exit_2_before_any_work(cli_main, write_yaml, capsys):
+    path = write_yaml(TASKS)
+    (path.parent / "blocker").write_text("")
+    toy_plugins.Rotated.calls.clear()
+    assert cli_main(["run", str(path), "--leaderboards", str(path.parent / "blocker" / "b")]) == 2
+    assert "leaderboards directory" in capsys.readouterr().err and not toy_plugins.Rotated.calls
+
+
+@pytest.mark.parametrize("mistake, message", [
+    ("stitchers: [relative, absolute]", None),
+    ("selectors: [random]", "needs anchors but the grid has no selectors"),
+])
+def test_a_grid_that_cannot_expand_is_a_validation_error(cli_main, write_yaml, capsys, mistake, message):
+    if message is None:
+        text = TASKS.replace("    grid:\n", "    kind: {name: stitching, params: {protocol: held-out, held_out: [z]}}\n    grid:\n")
+        message = "held_out names ['z']"
+    else:
+        text = TASKS.replace("      " + mistake + "\n", "")
+    assert cli_main(["run", str(write_yaml(text)), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "tasks.yaml:" in err and "Traceback" not in err
+
+
+def test_unknown_interface_gets_suggestions(cli_main, capsys):
+    assert cli_main(["plugins", "--interface", "similarities"]) == 2
+    assert "did you mean 'similarity'" in capsys.readouterr().err
