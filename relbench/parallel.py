@@ -12,6 +12,7 @@ same file, and the embedding cache is written atomically.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -83,4 +84,8 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
         return 130
     finally:
         bar.close()
+    if worst == 0:
+        shutil.rmtree(logdir, ignore_errors=True)  # kept when something failed, for its full log
+    else:
+        bar.write(f"worker logs: {logdir}", file=sys.stderr)
     return worst

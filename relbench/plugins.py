@@ -121,6 +121,10 @@ class Registry:
             f"Run `relbench plugins` to list what is installed."
         )
 
+    def package(self, interface: str, name: str) -> str:
+        """The distribution (name and version) that provides a registered plugin."""
+        return self.by_interface[interface][name].package
+
     def names(self, interface: str) -> list[str]:
         """Registered names of one interface, sorted."""
         return sorted(self.by_interface[interface])

@@ -154,6 +154,7 @@ class TaskRun:
         ctx = self._encoder_ctx(spec, data, view)
         sp = data.splits[split]
         identity = {"encoder": spec.name, "params": encoder.params(), "weights": encoder.fingerprint(ctx),
+                    "plugin": self.runner.registry.package("encoder", spec.name),
                     "data": data.fingerprint, "split": split, "view": view, "relbench": __version__}
         key = identity_key(identity)
         hit = self.runner.cache.get(key)

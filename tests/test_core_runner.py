@@ -250,3 +250,43 @@ def test_a_grid_that_cannot_expand_is_a_validation_error(cli_main, write_yaml, c
 def test_unknown_interface_gets_suggestions(cli_main, capsys):
     assert cli_main(["plugins", "--interface", "similarities"]) == 2
     assert "did you mean 'similarity'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["plugins"], ["leaderboard"], ["cache"]])
+def test_every_command_explains_itself(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*command, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: relbench") and len(out.splitlines()) > 5
+
+
+def test_cache_ls_lists_the_banks_and_clear_empties_it(registry, cli_main, write_yaml, capsys, tmp_path):
+    _run(registry, write_yaml(TASKS))
+    capsys.readouterr()
+    assert cli_main(["cache", "ls"]) == 0
+    out = capsys.readouterr().out
+    assert "6 entries" in out and out.count("toy-blobs/") == 6  # 3 encoders × 2 splits
+    assert cli_main(["cache", "clear"]) == 0 and "removed 6 entries" in capsys.readouterr().out
+    assert cli_main(["cache", "ls"]) == 0 and "0 entries" in capsys.readouterr().out
+
+
+def test_ctrl_c_exits_130_keeps_finished_units_and_says_how_to_resume(cli_main, write_yaml, capsys, monkeypatch):
+    import relbench.stitching as stitching
+
+    real, calls = stitching._evaluate, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 8:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stitching, "_evaluate", interrupted)
+    path = write_yaml(TASKS)
+    assert cli_main(["run", str(path), "-q"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted: 2 units finished in this run are stored" in err and "run the same command again" in err
+    monkeypatch.setattr(stitching, "_evaluate", real)
+    assert cli_main(["run", str(path), "-q"]) == 0
+    assert "skipped 2 already finished" in capsys.readouterr().err

@@ -4,6 +4,7 @@ its entry point, listed by `relbench plugins` and used by name in a task."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,8 +33,10 @@ tasks:
 @pytest.fixture(scope="module")
 def plugin_site(tmp_path_factory):
     target = tmp_path_factory.mktemp("site")
+    source = tmp_path_factory.mktemp("src") / EXAMPLE.name
+    shutil.copytree(EXAMPLE, source)  # build from a copy: nothing is left behind in examples/
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--no-index", "--target", str(target), str(EXAMPLE)], check=True)
+                    "--no-index", "--target", str(target), str(source)], check=True)
     return target
 
 
