@@ -10,6 +10,7 @@ user error (e.g. an encoder returning NaN) is recorded and the run goes on to th
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 import traceback
@@ -327,6 +328,10 @@ class Runner:
         self.quiet = quiet
         self.only = only
         self.store = ResultStore(output or suite.output)
+        if suite.cache_dir is not None:
+            # data sets and word tables keep their extractions under the same folder; they
+            # (and --jobs workers) read it from the environment, like the embedding cache
+            os.environ["RELBENCH_CACHE_DIR"] = str(suite.cache_dir)
         self.cache = EmbeddingCache(suite.cache_dir)
         self.stats = RunStats()
         self.run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]

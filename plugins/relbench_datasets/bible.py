@@ -3,17 +3,18 @@
 The English text is the World English Bible (``sword-text-web``, module
 ``engWEB2015eb``, NRSVA versification, with deuterocanonical books), the Spanish the
 Reina-Valera 1909 (``sword-text-sparv``, module ``spaRV1909eb``, KJV versification).
-Both are read once with pysword (``clean=False``; footnotes, titles and markup are
+Each is read once with pysword (``clean=False``; footnotes, titles and markup are
 stripped here, because pysword's own cleaning glues the words around a footnote) and
-cached as JSON keyed by the module files' hash and the pysword version.
+cached as JSON keyed by its module files' hash and the pysword version. The English text
+alone (:func:`english_verses`) is also the ``bible`` corpus of the word-vector tables.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -25,7 +26,8 @@ from relbench.interfaces import DatasetData
 from relbench_datasets.assets import EXTRACTION_VERSION, cached_json, files_digest, package_version
 from relbench_datasets.base import Part, PooledDataset
 
-SWORD_DIR = Path("/usr/share/sword")
+#: the SWORD library folder (``$SWORD_PATH``, default Debian's)
+SWORD_DIR = Path(os.environ.get("SWORD_PATH", "/usr/share/sword"))
 PYSWORD_INSTALL = "pip install pysword==0.2.8"
 #: language → (SWORD module key, Debian package)
 MODULES = {"en": ("engWEB2015eb", "sword-text-web"), "es": ("spaRV1909eb", "sword-text-sparv")}
@@ -103,6 +105,12 @@ def read_module(lang: str) -> list[list]:
     return verses
 
 
+def language_digest(lang: str) -> str:
+    """Hash of one language's module files, the pysword version and the extraction version."""
+    blob = "|".join([files_digest(module_files(lang)), package_version("pysword"), str(EXTRACTION_VERSION)])
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
 def source_digest() -> str:
     """Hash of both modules' files, the pysword version and the extraction version."""
     parts = [files_digest(module_files(lang)) for lang in MODULES]
@@ -110,27 +118,21 @@ def source_digest() -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-@functools.lru_cache(maxsize=1)
-def _extracted(digest: str) -> dict:
-    def build() -> dict:
-        start = time.perf_counter()
-        out = {lang: read_module(lang) for lang in MODULES}
-        out["seconds"] = round(time.perf_counter() - start, 3)
-        return out
-
-    return cached_json("bible", digest, build)
+@functools.lru_cache(maxsize=len(MODULES))
+def _extracted(lang: str, digest: str) -> list[list]:
+    return cached_json(f"bible-{lang}", digest, lambda: read_module(lang))
 
 
-def extracted() -> dict:
-    """``{"en": verses, "es": verses, "seconds": extraction time}``, from the disk cache
-    when present (see :func:`read_module` for the verse format)."""
-    return _extracted(source_digest())
+def extracted(lang: str) -> list[list]:
+    """Every verse of one language's module (see :func:`read_module` for the format), from
+    the disk cache when present; only that language's module needs to be installed."""
+    return _extracted(lang, language_digest(lang))
 
 
 def english_verses() -> list[str]:
     """Every non-empty verse of the World English Bible (deuterocanonical books included),
     in canonical order, as plain text (cached)."""
-    return [text for *_, text in extracted()["en"] if text]
+    return [text for *_, text in extracted("en") if text]
 
 
 def _misaligned(refs: list[tuple[str, int, int]], english: list[str], spanish: list[str]) -> set[int]:
@@ -169,9 +171,8 @@ def aligned_verses() -> tuple[list[tuple[str, int, int]], list[str], list[str], 
     side has, how many were dropped for being missing or empty in the other, and how
     many failed :func:`_misaligned`.
     """
-    data = extracted()
-    en = {(b, c, v): t for b, c, v, t in data["en"]}
-    es = {(b, c, v): t for b, c, v, t in data["es"]}
+    en = {(b, c, v): t for b, c, v, t in extracted("en")}
+    es = {(b, c, v): t for b, c, v, t in extracted("es")}
     order = {book: i for i, book in enumerate(BOOKS)}
     refs = sorted((r for r in en if r[0] in order and en[r] and es.get(r)), key=lambda r: (order[r[0]], r[1], r[2]))
     bad = _misaligned(refs, [en[r] for r in refs], [es[r] for r in refs])

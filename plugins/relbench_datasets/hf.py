@@ -133,12 +133,24 @@ class HFDataset(PooledDataset):
         out.update({view: (column, "text") for view, column in self.extra_text_columns.items()})
         return out
 
+    def _spec(self) -> str:
+        """The ``load_dataset`` arguments, as written in the tasks file."""
+        args = {"path": self.path, "config": self.config, "data_files": self.data_files, "data_dir": self.data_dir}
+        return "(" + ", ".join(f"{k}: {v!r}" for k, v in args.items() if v is not None) + ")"
+
     def _load_splits(self) -> dict[str, Any]:
         try:
             import datasets
         except ImportError:
             raise MissingAsset(f"The Python package 'datasets' is not installed. Install it with: {INSTALL}") from None
-        loaded = datasets.load_dataset(self.path, self.config, data_files=self.data_files, data_dir=self.data_dir)
+        try:
+            loaded = datasets.load_dataset(self.path, self.config, data_files=self.data_files, data_dir=self.data_dir)
+        except OSError as exc:  # missing files (FileNotFoundError) or an unreachable hub (ConnectionError)
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            raise MissingAsset(
+                f"hf data set {self._spec()} could not be loaded: {reason}. Fix: point data_files or data_dir "
+                f"at existing local files, or, for a hub id, run with network access and HF_HUB_OFFLINE unset."
+            ) from exc
         wanted = {"train": self.split_train, **({"test": self.split_test} if self.split_test else {})}
         missing = [s for s in wanted.values() if s not in loaded]
         if missing:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.metadata
+import importlib.util
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -14,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from relbench.cache import default_cache_root
 from relbench.errors import MissingAsset
 
 #: pip command per importable module, named in every MissingAsset message
@@ -42,14 +45,46 @@ PIP = {
 }
 
 
+def pip_command(module: str) -> str:
+    """The install command of a (possibly dotted) module: looked up by its top-level name."""
+    top = module.split(".")[0]
+    return PIP.get(top, f"pip install {top}")
+
+
 def require(module: str, what: str = "") -> Any:
-    """Import ``module`` or raise :class:`MissingAsset` naming the pip command."""
+    """Import ``module`` or raise :class:`MissingAsset` naming the pip command.
+
+    When ``module`` is installed but one of its own imports fails, the message names that
+    missing dependency (and its command), not ``module``.
+    """
     try:
         return importlib.import_module(module)
     except ImportError as exc:
+        missing = (exc.name or module).split(".")[0]
+        if missing == module.split(".")[0]:
+            need = f" (needed by {what})" if what else ""
+        else:  # ``module`` is installed; one of its dependencies is not
+            need = f" (needed by {module}" + (f", for {what})" if what else ")")
+        raise MissingAsset(f"Python package {missing!r} is not installed{need}: {pip_command(missing)}") from exc
+
+
+def package_dir(module: str, what: str = "") -> Path:
+    """The folder of an installed package, found without importing it (so that a data file
+    inside it can be located even when the package's own imports would fail)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
         need = f" (needed by {what})" if what else ""
-        cmd = PIP.get(module, f"pip install {module}")
-        raise MissingAsset(f"Python package {module!r} is not installed{need}: {cmd}") from exc
+        raise MissingAsset(f"Python package {module!r} is not installed{need}: {pip_command(module)}")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def dist_version(dist: str, module: str) -> str:
+    """The installed version of distribution ``dist`` (importable as ``module``), or
+    :class:`MissingAsset` naming the pip command."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        raise MissingAsset(f"Python package {dist!r} is not installed: {pip_command(module)}") from None
 
 
 _TORCHVISION_LIB = None
@@ -85,16 +120,11 @@ def import_timm() -> Any:
     return require("timm", "the timm encoder")
 
 
-def default_cache_dir() -> Path:
-    """``$RELBENCH_CACHE_DIR`` or ``~/.cache/relbench``."""
-    env = os.environ.get("RELBENCH_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "relbench"
-
-
 def cache_subdir(ctx: Any, name: str) -> Path:
-    """``<cache>/<name>``, created; ``<cache>`` is ``ctx.cache_dir`` when set."""
+    """``<cache>/<name>``, created; ``<cache>`` is ``ctx.cache_dir`` when set, else
+    :func:`relbench.cache.default_cache_root` (``$RELBENCH_CACHE_DIR`` or ``~/.cache/relbench``)."""
     base = getattr(ctx, "cache_dir", None) if ctx is not None else None
-    path = (Path(base) if base else default_cache_dir()) / name
+    path = (Path(base) if base else default_cache_root()) / name
     path.mkdir(parents=True, exist_ok=True)
     return path
 

