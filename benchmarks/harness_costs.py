@@ -3,7 +3,10 @@
 Synthetic banks (Gaussian blobs behind random rotations) isolate the harness from the
 encoders. For E encoders the stitching protocol should fit E decoders and evaluate E²
 cells per combination: fit time grows linearly in E, evaluation quadratically but from a
-much smaller base. Then the embedding cache: write and verified-read throughput.
+much smaller base. Then the embedding cache: write and verified-read throughput, and the
+PARAM anchor selector's training time (4 banks, the default settings with 3 epochs; its
+budget is about 20 s at d ≈ 1280 on 2 CPU cores, where the kernel trick makes the steps
+independent of d).
 
     python benchmarks/harness_costs.py [--n 1000] [--dim 512] [--anchors 300]
 """
@@ -19,7 +22,8 @@ from pathlib import Path
 import torch
 
 from relbench.cache import EmbeddingCache
-from relbench.interfaces import Bank, FitContext, StitchSide
+from relbench.interfaces import AnchorContext, Bank, FitContext, StitchSide
+from relbench_param.selector import PARAMSelector
 from relbench_relreps.similarities import Cosine
 from relbench_relreps.stitchers import RelativeDecoder
 
@@ -78,6 +82,17 @@ def cache_costs(n: int, dim: int) -> tuple[float, float, float]:
     return mb, mb / write, mb / read
 
 
+def param_costs(n: int, dim: int, k: int, E: int = 4) -> float:
+    """Seconds PARAM takes to learn ``k`` anchors over E banks of n × dim (3 epochs)."""
+    train, _ = banks(E, n, dim)
+    ids = train["enc0"].ids
+    ctx = AnchorContext(num_anchors=k, seed=0, ids=ids, labels=None, banks=train, excluded=frozenset(),
+                        device=torch.device("cpu"), views={}, pool_banks=lambda name: {})
+    t0 = time.perf_counter()
+    PARAMSelector(epochs=3).select(ctx)
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     """Print the figures."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -93,6 +108,9 @@ def main() -> None:
     for n, dim in ((1500, 1280), (10000, 1280)):
         mb, w, r = cache_costs(n, dim)
         print(f"cache {n}×{dim} ({mb:.0f} MB): write {w:.0f} MB/s, verified read {r:.0f} MB/s")
+    for dim in (256, 1280):
+        print(f"PARAM anchors: 4 banks × 2000 × {dim}, k={args.anchors}, 3 epochs: "
+              f"{param_costs(2000, dim, args.anchors):.1f} s")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 

@@ -22,7 +22,9 @@ from relbench.plugins import Registry
 from relbench.results import ResultStore
 
 COMBO = ["selector", "similarity", "stitcher", "regularizer"]
-LOWER_IS_BETTER = {"mae", "mse", "condition_number"}
+LOWER_IS_BETTER = {"mae", "mse", "condition_number", "irp_singular_anchor_sets"}
+#: per-cell diagnostics that describe a method rather than score it (no arrow)
+NEUTRAL = {"anchors_kept", "irp_initial_anchors", "procrustes_rank", "procrustes_width"}
 
 
 @dataclass
@@ -49,7 +51,9 @@ def fmt(mean: float, std: float | None = None, scale: float = 1.0) -> str:
 
 
 def arrow(metric: str) -> str:
-    """↑ or ↓ after a metric name, by its direction."""
+    """↑ or ↓ after a metric name, by its direction (none for a neutral diagnostic)."""
+    if metric in NEUTRAL:
+        return metric
     return f"{metric} {'↓' if metric in LOWER_IS_BETTER else '↑'}"
 
 

@@ -29,33 +29,58 @@ def minibatches(
     labels: torch.Tensor | None = None,
     balanced: tuple[int, int] | None = None,
 ) -> Iterator[torch.Tensor]:
-    """Index batches for one epoch.
+    """Index batches for one epoch, drawn with ``generator`` (deterministic per seed).
 
-    Plain: a seeded permutation cut into ``batch_size`` chunks. ``balanced=(C, b)``:
-    batches of ``C`` classes × ``b`` samples each (as topological densification needs),
-    drawn without replacement within the epoch where a class has enough samples;
-    ``n // (C·b)`` batches per epoch.
+    Plain (``balanced`` or ``labels`` None): one seeded permutation of ``range(n)`` cut
+    into consecutive ``batch_size`` chunks, so every sample is seen exactly once per
+    epoch. The last chunk may be shorter; a last chunk of a single sample joins the
+    previous one (batch-statistics layers need two rows, and :func:`train_loop` skips
+    one-row batches).
+
+    ``balanced=(C, b)`` (topological densification's batches): ``max(1, n // (C·b))``
+    batches per epoch; each picks ``C`` distinct classes uniformly at random (all of
+    them when fewer than ``C`` classes have two or more samples; single-sample classes
+    are never drawn) and ``min(b, class size)`` distinct samples of each. Each class's
+    samples are drawn without replacement, in consecutive passes over the class (the
+    first a seeded permutation of all of its samples, freshly drawn every epoch); when a
+    batch needs more of a class than the current pass has left, it takes those leftovers
+    and the first samples of the next pass, a permutation of the others followed by the
+    leftovers, so no batch holds a sample twice and no sample repeats before its whole
+    class has been drawn. Classes are picked at random, so within an epoch a class may
+    be drawn less than its size (some of its samples unseen) or more (a small class
+    cycles through several passes).
     """
     if balanced is None or labels is None:
-        perm = torch.randperm(n, generator=generator)
-        yield from perm.split(batch_size)
+        chunks = list(torch.randperm(n, generator=generator).split(batch_size))
+        if len(chunks) > 1 and len(chunks[-1]) == 1:
+            chunks[-2:] = [torch.cat(chunks[-2:])]
+        yield from chunks
         return
-    n_cls, per_cls = balanced
-    labels = labels.cpu()
-    classes = torch.unique(labels)
-    pools = {int(c): torch.nonzero(labels == c).flatten() for c in classes}
+    yield from _class_balanced(n, generator, labels.cpu(), *balanced)
+
+
+def _class_balanced(n: int, generator: torch.Generator, labels: torch.Tensor, n_cls: int,
+                    per_cls: int) -> Iterator[torch.Tensor]:
+    """The class-balanced batches of :func:`minibatches`."""
+    pools = {int(c): torch.nonzero(labels == c).flatten() for c in torch.unique(labels)}
     pools = {c: idx for c, idx in pools.items() if len(idx) >= 2}
     if not pools:
         raise ValueError("class-balanced batches need at least one class with two samples")
     n_cls = min(n_cls, len(pools))
     keys = list(pools)
+    queues = {c: idx[torch.randperm(len(idx), generator=generator)] for c, idx in pools.items()}
     for _ in range(max(1, n // (n_cls * per_cls))):
         chosen = torch.randperm(len(keys), generator=generator)[:n_cls]
         parts = []
         for ci in chosen.tolist():
-            idx = pools[keys[ci]]
-            take = torch.randperm(len(idx), generator=generator)[: min(per_cls, len(idx))]
-            parts.append(idx[take])
+            c = keys[ci]
+            take = min(per_cls, len(pools[c]))
+            queue = queues[c]
+            if len(queue) < take:  # pass ends: its leftovers, then the next pass with them last
+                rest = pools[c][~torch.isin(pools[c], queue)]
+                queue = torch.cat([queue, rest[torch.randperm(len(rest), generator=generator)], queue])
+            parts.append(queue[:take])
+            queues[c] = queue[take:]
         yield torch.cat(parts)
 
 
@@ -130,16 +155,27 @@ def train_classifier(
 
 
 @torch.inference_mode()
-def predict_logits(model: nn.Module, X: torch.Tensor, batch_size: int = 4096) -> torch.Tensor:
-    """Logits of ``model`` on ``X`` in eval mode, batched (batch statistics layers see
-    large batches, as the reference code's evaluation does)."""
+def predict_logits(model: nn.Module, X: torch.Tensor) -> torch.Tensor:
+    """Logits of ``model`` on ``X`` in eval mode, in one pass.
+
+    Batch-statistics layers (:class:`BatchInstanceNorm`) normalise over the rows passed
+    together, so the whole split is passed at once: every row's logits then depend on
+    the split alone, never on where a chunk boundary falls (a last chunk of one row
+    cannot be normalised at all). Memory: ``n × hidden`` activations, the order of
+    ``X`` itself.
+    """
     model.eval()
-    return torch.cat([model(chunk) for chunk in X.split(batch_size)]) if len(X) else X.new_zeros((0, 0))
+    return model(X) if len(X) else X.new_zeros((0, 0))
 
 
 class BatchInstanceNorm(nn.Module):
     """Normalise each feature across the batch (InstanceNorm1d applied to the
-    transposed batch, as in the reference relative decoder): no running statistics."""
+    transposed batch, as in the reference relative decoder): no running statistics.
+
+    With a learned per-feature scale and shift (``affine=True``): our choice. The paper
+    does not describe the head's normalisation parameters, and torch's InstanceNorm1d
+    defaults to ``affine=False``.
+    """
 
     def __init__(self, width: int):
         super().__init__()

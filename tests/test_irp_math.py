@@ -1,5 +1,7 @@
 """IRP mathematics: FPS, the inverse relative projection, Procrustes and affine maps."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -8,7 +10,7 @@ from relbench.interfaces import AnchorContext, Bank
 from relbench_irp import fps_indices, irp_translate
 from relbench_irp.fps import FPSSelector
 from relbench_irp.maps import affine_fit, procrustes_fit
-from relbench_irp.translate import TargetDecoder, centre_normalise, pseudo_inverse
+from relbench_irp.translate import TargetDecoder, centre_normalise, condition_summary, pseudo_inverse
 
 
 def gaussian(n, d, seed, shift=0.5):
@@ -73,6 +75,21 @@ def test_pseudo_inverse_matches_torch_and_reports_the_condition_number():
     W, cond = pseudo_inverse(A)
     assert torch.allclose(W, torch.linalg.pinv(A.t()), atol=1e-10)
     assert cond == pytest.approx(float(torch.linalg.cond(A)), rel=1e-9)
+
+
+def test_singular_anchor_matrices_are_counted_not_averaged():
+    g = torch.Generator().manual_seed(0)
+    low_rank = torch.randn(20, 5, generator=g, dtype=torch.float64) @ torch.randn(5, 12, generator=g,
+                                                                                 dtype=torch.float64)
+    _, cond = pseudo_inverse(low_rank)  # 20 × 12 of rank 5: σ_6..σ_12 are rounding noise
+    assert cond == float("inf")
+    assert condition_summary([2.0, float("inf"), 4.0, float("inf")]) == (3.0, 2)
+    mean, singular = condition_summary([float("inf")])
+    assert math.isnan(mean) and singular == 1
+    X = gaussian(50, 12, 1)
+    Y, info = irp_translate(X, low_rank, low_rank, omega=4, delta=0.0)
+    assert info["irp_singular_anchor_sets"] == 4 and math.isnan(info["condition_number"])
+    assert torch.isfinite(Y).all()
 
 
 def test_fps_picks_are_at_least_delta_apart_and_deterministic():

@@ -74,9 +74,11 @@ def test_irp_extras_and_reconstruction_cosine_is_matched_by_id():
     stitcher = IRPStitcher(epochs=2, omega=4, delta=0.5)
     stitcher.fit(side("rotated", ANCHORS), fit_ctx())
     pred = stitcher.predict(side("pixels", ANCHORS))
-    assert set(pred.extras) == {"reconstruction_cosine", "condition_number", "anchors_kept"}
+    assert set(pred.extras) == {"reconstruction_cosine", "condition_number", "anchors_kept",
+                                "irp_singular_anchor_sets", "irp_initial_anchors"}
     assert pred.extras["reconstruction_cosine"] > 0.9
     assert 1 <= pred.extras["anchors_kept"] <= len(ANCHORS) and pred.extras["condition_number"] >= 1
+    assert pred.extras["irp_singular_anchor_sets"] == 0 and pred.extras["irp_initial_anchors"] == len(ANCHORS)
     # the same samples in another order give the same cosine (alignment by id, not position)
     test = BANKS["test"]["pixels"]
     perm = torch.randperm(len(test.ids), generator=torch.Generator().manual_seed(0))
@@ -86,6 +88,60 @@ def test_irp_extras_and_reconstruction_cosine_is_matched_by_id():
                                                                                  abs=1e-5)
     with pytest.raises(ValueError, match="omega"):
         IRPStitcher(omega=0)
+
+
+def _rank_deficient_banks():
+    """Two 12-d spaces (one a rotation of the other) whose 20 anchors span 5 dimensions."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(200, 12, generator=g)
+    y = torch.arange(200) % 4
+    A = torch.randn(20, 5, generator=g) @ torch.randn(5, 12, generator=g)
+    Q = torch.linalg.qr(torch.randn(12, 12, generator=g))[0]
+    ids = [f"s{i}" for i in range(200)]
+    sides = {}
+    for name, T in (("a", torch.eye(12)), ("b", Q)):
+        sides[name] = StitchSide(name, Bank(name, "train", X[:150] @ T, ids[:150], y[:150]),
+                                 Bank(name, "test", X[150:] @ T, ids[150:], y[150:]), A @ T, None)
+    return sides
+
+
+def test_irp_counts_singular_anchor_sets_instead_of_dropping_them():
+    sides = _rank_deficient_banks()
+    full = IRPStitcher(epochs=1, omega=3, delta=0.0)  # no pruning: 20 anchors of rank 5 in 12-d
+    full.fit(sides["b"], fit_ctx())
+    extras = full.predict(sides["a"]).extras
+    assert extras["irp_singular_anchor_sets"] == 3 and np.isnan(extras["condition_number"])
+    assert extras["anchors_kept"] == 20
+    pruned = IRPStitcher(epochs=1, omega=3, delta=0.5)  # pruning keeps at most 5 anchors: invertible
+    pruned.fit(sides["b"], fit_ctx())
+    extras = pruned.predict(sides["a"]).extras
+    assert extras["irp_singular_anchor_sets"] == 0 and 1 <= extras["condition_number"] < 10
+    assert extras["anchors_kept"] <= 5
+
+
+def test_irp_can_start_from_as_many_anchors_as_the_target_has_dimensions():
+    wide_anchors = BANKS["train"]["pixels"].ids[:300]
+    for start, expected in (("task", 300), ("dim", 80)):  # the target "rotated" is 80-d
+        stitcher = IRPStitcher(epochs=1, omega=2, delta=0.5, initial_anchors=start)
+        stitcher.fit(side("rotated", wide_anchors), fit_ctx())
+        extras = stitcher.predict(side("pixels", wide_anchors)).extras
+        assert extras["irp_initial_anchors"] == expected and extras["anchors_kept"] <= expected
+        assert extras["reconstruction_cosine"] > 0.8
+    with pytest.raises(ValueError, match="initial_anchors"):
+        IRPStitcher(initial_anchors="all")
+
+
+def test_procrustes_reports_the_anchor_rank_against_the_width():
+    pixels = BANKS["train"]["pixels"]
+    for anchors in (pixels.ids[:20], ANCHORS):
+        stitcher = ProcrustesStitcher(epochs=1)
+        stitcher.fit(side("tanh", anchors), fit_ctx())  # 96-d target, 64-d source: width 96
+        extras = stitcher.predict(side("pixels", anchors)).extras
+        assert extras["procrustes_width"] == 96
+        # centred anchors lose one dimension; constant pixels (always blank) span none
+        centred = pixels.rows(anchors) - pixels.rows(anchors).mean(dim=0)
+        assert extras["procrustes_rank"] == int(torch.linalg.matrix_rank(centred)) < 96
+    assert extras["procrustes_rank"] > 19  # 200 anchors span more than 20 do
 
 
 # ----------------------------------------------------------------------------- task kinds
@@ -168,11 +224,18 @@ def test_translation_quality_grid_and_page(tmp_path):
     cond = df[df["metric"] == "condition_number"]
     cond = cond.assign(delta=cond["extra"].map(lambda e: e["delta"]))
     assert cond[cond["delta"] == 0.6]["value"].mean() < cond[cond["delta"] == 0.3]["value"].mean()
+    singular = cond.assign(n=cond["extra"].map(lambda e: e["singular_anchor_sets"]), omega=cond["extra"].map(
+        lambda e: e["omega"]))
+    # the digits' always-blank pixels leave the 64-d and 80-d anchor sets rank-deficient unless pruned hard
+    mild = singular[(singular["delta"] == 0.3) & (singular["target"] != "tanh")]
+    assert (mild["n"] == mild["omega"]).all() and mild["value"].isna().all()
+    assert (singular[singular["target"] == "tanh"]["n"] == 0).all()
     run.is_done = lambda key: True  # resume: nothing recomputed
     kind.run(run)
     assert len(run.rows) == len(df)
     page = kind.leaderboard(df, Page(tmp_path))
     assert "![" in page and "ω \\ δ" in page and "IRP cosine" in page
+    assert "ω = 4, δ = 0.3: 8 of 12" in page  # 2 of 3 targets × 4 subspaces singular
     assert (tmp_path / "omega_delta_random.png").stat().st_size > 1000
 
 

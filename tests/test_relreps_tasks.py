@@ -7,12 +7,14 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+import pytest
 import torch
 from sklearn.datasets import load_digits
 
 from relbench.config import PluginSpec
 from relbench.interfaces import AnchorContext, Bank, DatasetData, Split
 from relbench_relreps import PerformanceProxy, RandomAnchors, Reconstruction, WordNeighbourhoods
+from relbench_relreps.tasks.common import select_without_banks
 
 
 def spec(cls, interface, **params):
@@ -116,17 +118,40 @@ def _digits_data():
                        fingerprint="digits")
 
 
-def test_reconstruction_relative_stitches_better_than_absolute(tmp_path):
-    run = StandInRun(tmp_path, {}, data=_digits_data(), seeds=(0, 1), num_anchors=32)
-    task = Reconstruction(latent_dim=16, hidden=64, epochs=8, train_samples=1200, test_samples=300)
+def test_reconstruction_units_per_seed_and_bottleneck(tmp_path, monkeypatch):
+    import relbench_relreps.tasks.reconstruction as rec
+
+    drawn = []
+
+    def recording(spec_, ids, labels, seed, num_anchors, device):
+        drawn.append(seed)
+        return select_without_banks(spec_, ids, labels, seed, num_anchors, device)
+
+    monkeypatch.setattr(rec, "select_without_banks", recording)
+    run = StandInRun(tmp_path, {}, data=_digits_data(), seeds=(0,), num_anchors=32)
+    task = Reconstruction(latent_dim=16, hidden=64, epochs=8, train_samples=1000, test_samples=300)
     task.run(run)
+    assert len(run.done) == 2 and drawn == [0, 0]  # (seed 0) × (absolute, relative), anchors drawn with seed 0
+    run.task.seeds = [0, 1]  # a seed added later runs as new units; seed 0 is not recomputed
+    task.run(run)
+    assert run.done[2:] == [{"seed": 1, "stitcher": "absolute"}, {"seed": 1, "stitcher": "relative"}]
+    assert drawn == [0, 0, 1, 1]
     df = run.frame()
-    assert len(df) == 8 and (df.metric == "mse").all()
-    stitched = df[df.source != df.target].groupby("stitcher").value.mean()
-    assert stitched["relative"] < stitched["absolute"]
-    assert (tmp_path / "reconstruction.png").exists()
+    assert len(df) == 2 * 2 * 4 and (df.metric == "mse").all()  # seeds × kinds × (2 × 2 model pairs)
+    assert sorted(df.seed.unique()) == [0, 1]
+    assert set(df[df.seed == 1].extra.map(lambda e: e["encoder_seed"])) == {1000, 1001}
+    stitched = df[df.source != df.target].groupby(["seed", "stitcher"]).value.mean().unstack()
+    assert (stitched["relative"] < stitched["absolute"]).all()  # in every replicate
+    for kind in ("absolute", "relative"):
+        assert (tmp_path / f"reconstruction_{kind}.png").stat().st_size > 1000
     md = task.leaderboard(df.assign(status="ok"), Page(tmp_path))
-    assert "non-stitched" in md and "figures/reconstruction.png" in md
+    per_seed = df[df.source != df.target].groupby(["stitcher", "seed"]).value.mean()["relative"]
+    assert f"{per_seed.mean():.4f} ± {per_seed.std(ddof=0):.4f}" in md
+    assert "2 task seed(s)" in md and "figures/reconstruction_relative.png" in md
+    pooled = df.iloc[:1].assign(seed=None, value=99.0)  # a row of the former one-unit layout: no task seed
+    assert task.leaderboard(pd.concat([df, pooled]).assign(status="ok"), Page(tmp_path)) == md
+    with pytest.raises(ValueError, match="model_seeds"):
+        Reconstruction(model_seeds=[3])
 
 
 def test_proxy_correlates_similarity_and_accuracy(tmp_path):

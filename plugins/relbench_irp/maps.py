@@ -5,17 +5,20 @@
   per-dimension mean and std, zero-pad the narrower space to the wider width, the
   orthogonal map ``R = U Vᵀ`` from ``svd(Â_sᵀ Â_t) = U Σ Vᵀ`` (on the anchors' span when
   there are fewer anchors than dimensions), drop the padding and undo the target's
-  scaling.
+  scaling. The fitted :class:`ProcrustesMap` reports the rank of the scaled source
+  anchors beside the padded width: below the width, part of the source space is not
+  determined by the anchors (see :func:`_orthogonal_map`).
 * :func:`affine_fit` — least squares with a bias: ``[A_s, 1] W ≈ A_t`` (minimum-norm
   solution through the pseudo-inverse, so it also works with fewer anchors than
   dimensions and on CUDA).
 
-Each returns a function translating source rows into target coordinates.
+Each returns a callable translating source rows into target coordinates.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -55,7 +58,38 @@ def _orthogonal_map(Xs: torch.Tensor, Yt: torch.Tensor) -> torch.Tensor:
     return (Qs @ u) @ (vh @ Qt.t())
 
 
-def procrustes_fit(As: torch.Tensor, At: torch.Tensor, scaling: Scaling = "standard") -> Callable[[torch.Tensor], torch.Tensor]:
+@dataclass
+class ProcrustesMap:
+    """A fitted Procrustes translation, callable on source rows (→ target coordinates).
+
+    ``rank`` is the numerical rank of the scaled, padded source anchors and ``width``
+    the padded width ``max(d_s, d_t)``. With ``rank < width`` the anchors determine the
+    map on a ``rank``-dimensional subspace only: with fewer anchors than dimensions the
+    rest of the source space is sent to zero (a full SVD would rotate it arbitrarily).
+    Standard or centre scaling subtracts the anchor mean, so ``k`` anchors have rank at
+    most ``k − 1``.
+    """
+
+    s_shift: torch.Tensor
+    s_scale: torch.Tensor
+    t_shift: torch.Tensor
+    t_scale: torch.Tensor
+    R: torch.Tensor  # width × width
+    rank: int
+
+    @property
+    def width(self) -> int:
+        """The padded width both spaces are mapped in."""
+        return self.R.shape[0]
+
+    def __call__(self, X: torch.Tensor) -> torch.Tensor:
+        """Source rows ``X`` (``n × d_s``) in target coordinates (``n × d_t``)."""
+        ds, dt = len(self.s_shift), len(self.t_shift)
+        Z = F.pad((X - self.s_shift) / self.s_scale, (0, self.width - ds)) @ self.R
+        return Z[:, :dt] * self.t_scale + self.t_shift
+
+
+def procrustes_fit(As: torch.Tensor, At: torch.Tensor, scaling: Scaling = "standard") -> ProcrustesMap:
     """Fit the orthogonal Procrustes translation source → target on parallel anchors."""
     s_shift, s_scale = _scaler(As, scaling)
     t_shift, t_scale = _scaler(At, scaling)
@@ -63,13 +97,8 @@ def procrustes_fit(As: torch.Tensor, At: torch.Tensor, scaling: Scaling = "stand
     width = max(ds, dt)
     Xs = F.pad((As - s_shift) / s_scale, (0, width - ds))
     Yt = F.pad((At - t_shift) / t_scale, (0, width - dt))
-    R = _orthogonal_map(Xs, Yt)
-
-    def translate(X: torch.Tensor) -> torch.Tensor:
-        Z = F.pad((X - s_shift) / s_scale, (0, width - ds)) @ R
-        return Z[:, :dt] * t_scale + t_shift
-
-    return translate
+    rank = int(torch.linalg.matrix_rank(Xs))
+    return ProcrustesMap(s_shift, s_scale, t_shift, t_scale, _orthogonal_map(Xs, Yt), rank)
 
 
 def affine_fit(As: torch.Tensor, At: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:

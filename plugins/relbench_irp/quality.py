@@ -37,7 +37,9 @@ class TranslationQuality(TaskKind):
     own: *intra-space*; the others: *inter-space*) are translated into the target and
     compared with the target's true embeddings of the same samples. Rows per (source,
     target, ω, δ): ``reconstruction_cosine``, ``condition_number`` (mean over the ω
-    pruned anchor matrices), ``anchors_kept`` (mean over the ω subspaces); plus
+    pruned anchor matrices that are not numerically singular; its extra
+    ``singular_anchor_sets`` counts the others, and the page reports them),
+    ``anchors_kept`` (mean over the ω subspaces); plus
     ``absolute_cosine`` (untranslated source vs target, when widths agree: the paper's
     Table 1 "absolute" column). The page shows Figure-3-style heatmaps and tables.
 
@@ -104,7 +106,6 @@ class TranslationQuality(TaskKind):
         for delta in self.deltas:
             dec = TargetDecoder.build(At, omega=max(self.omegas), delta=delta, seed=seed, pinv=self.pinv,
                                       ridge_alpha=self.ridge_alpha, scale=scale)
-            kept = dec.anchors_kept()
             for source, (As, Xs) in sources.items():
                 centre, maps = dec.maps(As)
                 Xs_hat = centre_normalise(Xs, centre)
@@ -112,10 +113,13 @@ class TranslationQuality(TaskKind):
                 for omega in self.omegas:
                     Y = dec.decode(Xs_hat, cumulative[omega - 1] / omega, self.completion)
                     extra = {"omega": omega, "delta": delta, "setting": "intra" if source == target else "inter"}
-                    values = (float(F.cosine_similarity(Y, truth, dim=1).mean()),
-                              float(np.mean(dec.conds[:omega])), float(np.mean(kept[:omega])))
-                    rows += [ResultRow(metric=m, value=v, source=source, target=target, extra=dict(extra))
-                             for m, v in zip(METRICS, values)]
+                    diag = dec.diagnostics(omega)
+                    cells = (("reconstruction_cosine", float(F.cosine_similarity(Y, truth, dim=1).mean()), {}),
+                             ("condition_number", diag["condition_number"],
+                              {"singular_anchor_sets": diag["irp_singular_anchor_sets"]}),
+                             ("anchors_kept", diag["anchors_kept"], {}))
+                    rows += [ResultRow(metric=m, value=v, source=source, target=target, extra={**extra, **more})
+                             for m, v, more in cells]
         return rows
 
     def leaderboard(self, df: pd.DataFrame, page) -> str:
@@ -131,9 +135,27 @@ class TranslationQuality(TaskKind):
             grid = g[g["metric"].isin(METRICS)]
             if not grid.empty:
                 parts.append(_heatmaps(grid, page, selector))
+                parts.append(_singular_note(grid))
                 parts.append(_tables(grid))
                 parts.append(_pairs(g))
         return "\n".join(parts)
+
+
+def _singular_note(g: pd.DataFrame) -> str:
+    """How many pruned anchor matrices were singular (left out of the condition-number
+    means), per (ω, δ), counted once per target and seed."""
+    cond = g[g["metric"] == "condition_number"]
+    cells = cond.assign(singular=cond["extra"].map(lambda e: e.get("singular_anchor_sets")))
+    cells = cells.dropna(subset=["singular"]).drop_duplicates(["seed", "target", "omega", "delta"])
+    if cells.empty:  # rows written before the count existed
+        return ""
+    if not (cells["singular"] > 0).any():
+        return "Every pruned anchor matrix was invertible (no singular anchor set).\n"
+    per = cells.groupby(["omega", "delta"])["singular"].agg(["sum", "size"])
+    listed = ", ".join(f"ω = {int(o)}, δ = {d:g}: {int(r['sum'])} of {int(r['size'] * o)}"
+                       for (o, d), r in per.iterrows() if r["sum"] > 0)
+    return ("Singular pruned anchor matrices (numerically rank-deficient; left out of the condition-number means, "
+            f"which average the others): {listed}.\n")
 
 
 def _seed_stats(g: pd.DataFrame, by: list[str]) -> pd.DataFrame:

@@ -109,12 +109,24 @@ class IRPStitcher(AbsoluteTranslationStitcher):
     The head is trained on the target's absolute embeddings. A source is centred on its
     anchor mean and L2-normalised, projected on its (parallel) anchors, decoded with the
     pseudo-inverse of the target's anchors, rescaled to the target's mean norm and
-    shifted by the target's anchor mean. The target's anchors (k of them, from the
-    selector; the paper uses k = d random anchors) are pruned with farthest-point
-    sampling (1 − |cos|) to δ, ω times with different seeds, and the ω decodings are
-    averaged. Works between any widths. Extras per cell: ``reconstruction_cosine``
-    (translated vs true target test embeddings of the same samples),
-    ``condition_number`` (mean over the pruned anchor matrices) and ``anchors_kept``.
+    shifted by the target's anchor mean. The target's anchors are pruned with
+    farthest-point sampling (1 − |cos|) to δ, ω times with different seeds, and the ω
+    decodings are averaged. Works between any widths.
+
+    Starting anchors: the paper starts from k = d random training samples (d: the
+    target's width). The anchors come from the task's selector (``num_anchors`` of
+    them, the same rows in every encoder); ``initial_anchors`` chooses how many of them
+    pruning starts from: ``task`` = all of them (set the task's ``num_anchors`` to d for
+    the paper's start), ``dim`` = the first min(num_anchors, d) in the selector's order
+    (a random subset for the random selector, a class-balanced one for stratified), so
+    that one task serves targets of several widths with k = d each, provided
+    ``num_anchors`` is at least the widest target's d.
+
+    Extras per cell: ``reconstruction_cosine`` (translated vs true target test
+    embeddings of the same samples), ``condition_number`` (mean over the pruned anchor
+    matrices that are not numerically singular), ``irp_singular_anchor_sets`` (how
+    many of the ω were singular, so none is dropped silently), ``anchors_kept`` (mean
+    after pruning) and ``irp_initial_anchors`` (anchors before pruning).
 
     Parameters:
         omega: number of anchor subspaces ω. Default 8 (paper, Table 2).
@@ -129,6 +141,8 @@ class IRPStitcher(AbsoluteTranslationStitcher):
         mean_norm: the norm decoded rows get: the mean norm of the centred target
             ``anchors`` (paper: "anchor statistics") or of the centred target ``train``
             embeddings. Default anchors.
+        initial_anchors: ``task`` (all the selector's anchors) or ``dim`` (the first
+            min(num_anchors, d_target): the paper's k = d). Default task.
 """
 
     name: ClassVar[str] = "irp"
@@ -138,9 +152,12 @@ class IRPStitcher(AbsoluteTranslationStitcher):
     pinv: PinvKind = "plain"
     ridge_alpha: float = 0.01
     mean_norm: Literal["anchors", "train"] = "anchors"
+    initial_anchors: Literal["task", "dim"] = "task"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.initial_anchors not in ("task", "dim"):
+            raise ValueError(f"irp: initial_anchors must be 'task' or 'dim', got {self.initial_anchors!r}")
         if self.omega < 1:
             raise ValueError(f"irp: omega (number of anchor subspaces) must be ≥ 1, got {self.omega}")
         if not 0.0 <= self.delta <= 1.0:
@@ -149,7 +166,9 @@ class IRPStitcher(AbsoluteTranslationStitcher):
             raise ValueError(f"irp: ridge_alpha must be positive, got {self.ridge_alpha}")
 
     def _prepare(self, target: StitchSide, ctx: FitContext) -> None:
-        At = target.anchors
+        k = len(target.anchors)
+        self._k = min(k, target.anchors.shape[1]) if self.initial_anchors == "dim" else k
+        At = target.anchors[: self._k]
         scale = None
         if self.mean_norm == "train":
             scale = float((target.train.X - At.mean(dim=0)).norm(dim=1).mean())
@@ -158,11 +177,10 @@ class IRPStitcher(AbsoluteTranslationStitcher):
 
     def _translate(self, source: StitchSide) -> tuple[torch.Tensor, dict[str, float]]:
         dec = self._decoder
-        centre, maps = dec.maps(source.anchors)
+        centre, maps = dec.maps(source.anchors[: self._k])
         M = torch.stack(maps).mean(dim=0)
         Y = dec.decode(centre_normalise(source.test.X, centre), M, self.completion)
-        kept = dec.anchors_kept()
-        return Y, {"condition_number": sum(dec.conds) / len(dec.conds), "anchors_kept": sum(kept) / len(kept)}
+        return Y, {**dec.diagnostics(), "irp_initial_anchors": self._k}
 
 
 @_with_head_doc
@@ -174,7 +192,11 @@ class ProcrustesStitcher(AbsoluteTranslationStitcher):
     zero-padded, the orthogonal map comes from the SVD of ``Â_sᵀ Â_t``, the padding is
     dropped and the target's scaling undone. Needs both spaces (not zero-shot); the map
     is fitted at prediction time from the source's anchors and the target's anchors kept
-    at fit. Extra per cell: ``reconstruction_cosine``.
+    at fit. Extras per cell: ``reconstruction_cosine``, ``procrustes_rank`` (numerical
+    rank of the scaled source anchors) and ``procrustes_width`` (the padded width): with
+    fewer anchors than dimensions (rank < width) the anchors determine the map on their
+    span only, and every source component outside it is sent to zero, unlike a full
+    SVD, which would rotate it arbitrarily.
 
     Parameters:
         scaling: ``standard`` (per-dimension mean and std of the anchors, reference
@@ -187,7 +209,7 @@ class ProcrustesStitcher(AbsoluteTranslationStitcher):
 
     def _translate(self, source: StitchSide) -> tuple[torch.Tensor, dict[str, float]]:
         translate = procrustes_fit(source.anchors, self._target.anchors.to(source.anchors.dtype), self.scaling)
-        return translate(source.test.X), {}
+        return translate(source.test.X), {"procrustes_rank": translate.rank, "procrustes_width": translate.width}
 
 
 @_with_head_doc

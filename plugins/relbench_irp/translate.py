@@ -22,6 +22,7 @@ the matching target subset, so we decode with the same ω-subspace ensemble.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -44,18 +45,28 @@ def pseudo_inverse(A: torch.Tensor, kind: PinvKind = "plain", ridge_alpha: float
     From ``A = U Σ Vᵀ``: ``pinv(Aᵀ) = U f(Σ) Vᵀ`` with ``f(σ) = 1/σ`` above numpy's
     default cut-off ``max(k, d)·eps·σ_max`` (``plain``) or ``f(σ) = σ / (σ² + α)``
     (``ridge``, Tikhonov). The condition number is ``σ_max / σ_min`` over the
-    ``min(k, d)`` singular values of the matrix being inverted (``inf`` when singular).
+    ``min(k, d)`` singular values of the matrix being inverted, and ``inf`` when the
+    matrix is numerically singular: ``σ_min`` at or below that same cut-off (numpy's
+    ``matrix_rank`` tolerance; below it, ``plain`` drops the direction).
     """
     U, S, Vh = torch.linalg.svd(A, full_matrices=False)
     smax = S.max() if len(S) else S.new_tensor(0.0)
+    cutoff = max(A.shape) * torch.finfo(A.dtype).eps * smax
     if kind == "plain":
-        cutoff = max(A.shape) * torch.finfo(A.dtype).eps * smax
         inv = torch.where(S > cutoff, 1.0 / S.clamp_min(torch.finfo(A.dtype).tiny), torch.zeros_like(S))
     else:
         inv = S / (S * S + ridge_alpha)
     smin = S.min() if len(S) else S.new_tensor(0.0)
-    cond = float(smax / smin) if float(smin) > 0 else float("inf")
+    cond = float(smax / smin) if float(smin) > float(cutoff) else float("inf")
     return (U * inv) @ Vh, cond
+
+
+def condition_summary(conds: list[float]) -> tuple[float, int]:
+    """Mean condition number over the non-singular matrices (``nan`` when all are
+    singular) and the number of singular ones (non-finite condition number), so that a
+    singular anchor set is counted rather than averaged into ``inf`` or dropped."""
+    finite = [c for c in conds if math.isfinite(c)]
+    return (sum(finite) / len(finite) if finite else float("nan")), len(conds) - len(finite)
 
 
 @dataclass
@@ -122,6 +133,15 @@ class TargetDecoder:
         """Anchors left in each subspace after pruning."""
         return [len(s) for s in self.subspaces]
 
+    def diagnostics(self, omega: int | None = None) -> dict[str, float]:
+        """Per-cell diagnostics of the first ``omega`` subspaces (default all):
+        ``condition_number`` (mean over the non-singular pruned anchor matrices),
+        ``irp_singular_anchor_sets`` (how many were singular) and ``anchors_kept``
+        (mean anchors left after pruning)."""
+        cond, singular = condition_summary(self.conds[:omega])
+        kept = self.anchors_kept()[:omega]
+        return {"condition_number": cond, "irp_singular_anchor_sets": singular, "anchors_kept": sum(kept) / len(kept)}
+
 
 def irp_translate(
     Xs: torch.Tensor,
@@ -138,14 +158,12 @@ def irp_translate(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Translate source rows ``Xs`` into the target space given parallel anchors.
 
-    Returns the translated rows (``n × d_t``, target coordinates) and diagnostics:
-    ``condition_number`` (mean over subspaces) and ``anchors_kept`` (mean anchors left
-    after pruning). See the module docstring for the steps.
+    Returns the translated rows (``n × d_t``, target coordinates) and the diagnostics
+    of :meth:`TargetDecoder.diagnostics`. See the module docstring for the steps.
     """
     dec = TargetDecoder.build(At, omega=omega, delta=delta, seed=seed, pinv=pinv,
                               ridge_alpha=ridge_alpha, scale=scale)
     centre, maps = dec.maps(As)
     M = torch.stack(maps).mean(dim=0)
     Y = dec.decode(centre_normalise(Xs, centre), M, completion)
-    kept = dec.anchors_kept()
-    return Y, {"condition_number": sum(dec.conds) / len(dec.conds), "anchors_kept": sum(kept) / len(kept)}
+    return Y, dec.diagnostics()

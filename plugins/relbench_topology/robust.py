@@ -25,11 +25,17 @@ class RobustCosine(Similarity):
     Parameters
     ----------
     statistics : "train" | "batch", default "train"
-        Where the mean and standard deviation come from: "train" = fitted by ``fit`` on
-        the bank's training embeddings (the frozen-encoder reading of the authors'
-        parameter-free BatchNorm); "batch" = computed on the ``X`` passed to
-        ``project`` and applied to ``X`` and the anchors alike (their BatchNorm in
-        training mode).
+        Where the mean and standard deviation come from. "train": fitted by ``fit`` on
+        the bank's training embeddings and reused for every projection (the
+        frozen-encoder reading of the authors' parameter-free BatchNorm). "batch":
+        computed on the rows passed together to one ``project`` call and applied to
+        those rows and to the anchors alike (the poster's "Gaussian normalization with
+        respect to a batch"). What that set of rows is depends on the caller: the plain
+        relative decoder projects a whole split at once, so there "batch" means
+        per-split statistics (training split when training, the source's test split when
+        predicting); training with an adapter projects every minibatch separately, so
+        there it means per-minibatch statistics while training and per-split statistics
+        when predicting.
     eps : float, default 1e-5
         Added to the standard deviation (BatchNorm's default).
     """
