@@ -134,11 +134,14 @@ def _cmd_run(args, registry) -> int:
     if not args.no_leaderboard:
         ensure_writable_dir(leaderboards, "The leaderboards directory",
                             "`suite.leaderboards` in the tasks file or `relbench run --leaderboards DIR`")
+    from relbench.parallel import COMMAND_ENV
+
+    command = os.environ.get(COMMAND_ENV) or "relbench " + " ".join(sys.argv[1:])
     runner = Runner(suite, registry, force=args.force, quiet=args.quiet, only=args.only, output=args.output,
-                    command="relbench " + " ".join(sys.argv[1:]))
+                    command=command)
     jobs = args.jobs if args.jobs > 0 else (os.cpu_count() or 1)
     if jobs > 1 and len(runner.tasks()) > 1:
-        return _run_jobs(args, suite, runner, registry, jobs)
+        return _run_jobs(args, suite, runner, registry, jobs, command)
     interrupted = False
     try:
         stats = runner.run()
@@ -174,7 +177,7 @@ def _render(suite, store, leaderboards, registry, tasks=None) -> None:
     print(f"wrote {len(written)} leaderboard pages to {leaderboards}", file=sys.stderr)
 
 
-def _run_jobs(args, suite, runner, registry, jobs: int) -> int:
+def _run_jobs(args, suite, runner, registry, jobs: int, command: str) -> int:
     from relbench.parallel import run_parallel
     from relbench.plugins import DISABLE_ENV
 
@@ -183,7 +186,7 @@ def _run_jobs(args, suite, runner, registry, jobs: int) -> int:
     if args.disable:
         os.environ[DISABLE_ENV] = ",".join(filter(None, [os.environ.get(DISABLE_ENV, ""), *args.disable]))
     extra = (["--force"] if args.force else []) + (["--output", str(args.output)] if args.output else [])
-    code = run_parallel(suite, runner.tasks(), jobs, extra)
+    code = run_parallel(suite, runner.tasks(), jobs, extra, command)
     if not args.no_leaderboard and code != EXIT_INTERRUPTED:
         _render(suite, runner.store, suite.leaderboards, registry,
                 tasks=[t.name for t in suite.tasks if t.name in runner.store.tasks()])

@@ -6,7 +6,8 @@ into *chains* by data set (tasks over the same data usually share encoders, so a
 computes each embedding once and the rest of its tasks read the cache); chains are
 handed to workers longest first. Every worker is a plain ``relbench run --task …``
 process with one torch thread: results go to per-task files, so workers never write the
-same file, and the embedding cache is written atomically.
+same file, and the embedding cache is written atomically. Workers record the user's own
+command line (passed in :data:`COMMAND_ENV`) in their rows, not their internal one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from pathlib import Path
 
 from relbench.config import Suite, Task
 from relbench.interfaces import progress_bar
+
+#: Environment variable through which a worker learns the command the user typed.
+COMMAND_ENV = "RELBENCH_RUN_COMMAND"
 
 
 def chains(tasks: list[Task]) -> list[list[Task]]:
@@ -37,15 +41,16 @@ def chains(tasks: list[Task]) -> list[list[Task]]:
     return sorted(groups.values(), key=weight, reverse=True)
 
 
-def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[str]) -> int:
+def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[str], command: str) -> int:
     """Run ``tasks`` in up to ``jobs`` worker processes; return the worst exit code.
 
     ``extra_args`` are passed to every worker's ``relbench run`` (``--force``,
-    ``--output``, ``--disable`` …). Each worker's messages are kept in a log and shown
-    when it ends; a bar counts finished tasks meanwhile.
+    ``--output``, ``--disable`` …); ``command`` is what the workers record as the
+    command that produced their rows. Each worker's messages are kept in a log and
+    shown when it ends; a bar counts finished tasks meanwhile.
     """
     queue = chains(tasks)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", COMMAND_ENV: command}
     running: list[tuple[subprocess.Popen, list[Task], Path]] = []
     worst = 0
     logdir = Path(tempfile.mkdtemp(prefix="relbench-jobs-"))

@@ -67,5 +67,8 @@ def test_jobs_run_tasks_in_worker_processes(quick_run):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2 workers" in done.stderr and "encoded 0 (encoder, split) banks" in done.stderr
     after = ResultStore(out / "results").load(all_runs=True)
+    new = after[~after["run"].isin(before["run"])]
     for task in ("quick-digits-cross-seed", "quick-reconstruction"):
         assert after["run"][after["task"] == task].nunique() == before["run"][before["task"] == task].nunique() + 1
+    # rows name the command the user typed, not the workers' internal ones
+    assert set(new["command"]) == {"relbench " + " ".join(cmd[3:])}
