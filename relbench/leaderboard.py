@@ -278,6 +278,7 @@ def _side(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
 def claims_section(df: pd.DataFrame, claims: list[dict]) -> str:
     """Each claimed ordering, checked on the stored rows: holds or not, with the numbers."""
     metrics = metric_order(df)
+    stitching = "kind" in df and (df["kind"] == "stitching").all()
     lines = ["\n### Orderings reported by the papers, checked here\n"]
     for claim in claims:
         metric = claim.get("metric") or (metrics[0] if metrics else "")
@@ -287,7 +288,7 @@ def claims_section(df: pd.DataFrame, claims: list[dict]) -> str:
             totals = [len(d.drop_duplicates(["source", "target"])) for d in sides]
             shown = [f"{v}/{t} pairs" for v, t in zip(values, totals)]
         else:
-            values = [d[d["status"] == "ok"].groupby("seed")["value"].mean().mean() for d in sides]
+            values = [d[d["status"] == "ok"].groupby("seed", dropna=False)["value"].mean().mean() for d in sides]
             shown = [fmt(v) for v in values]
         if any(isinstance(v, float) and math.isnan(v) for v in values):
             verdict = "**not measured** (no stitched results for one side)"
@@ -296,8 +297,9 @@ def claims_section(df: pd.DataFrame, claims: list[dict]) -> str:
             holds = values[0] < values[1] if lower else values[0] > values[1]
             verdict = "**holds**" if holds else "**does not hold on this data**"
         names = [", ".join(f"{k}={v}" for k, v in claim[s].items()) for s in ("better", "worse")]
-        lines.append(f"- {claim['claim']}: {verdict} — {names[0]}: {shown[0]} vs {names[1]}: {shown[1]} "
-                     f"({'achievable pairs' if claim.get('measure') == 'achievable' else f'stitched {metric}'}).")
+        what = ("achievable pairs" if claim.get("measure") == "achievable"
+                else f"stitched {metric}" if stitching else metric)
+        lines.append(f"- {claim['claim']}: {verdict} — {names[0]}: {shown[0]} vs {names[1]}: {shown[1]} ({what}).")
     return "\n".join(lines) + "\n"
 
 

@@ -23,3 +23,23 @@ def test_ranks_are_normalised_within_each_task():
 def test_ties_prefer_more_tasks_and_single_entry_tasks_count_as_best():
     rows = cross_task_ranking({"t1": ["x"], "t2": ["y", "z"], "t3": ["y"]})
     assert [(k, n) for k, _, _, n in rows] == [("y", 2), ("x", 1), ("z", 1)]
+
+
+def _rows(stitcher, seeds, value, kind="word-neighbourhoods"):
+    return [{"kind": kind, "metric": "jaccard@10", "stitcher": stitcher, "seed": seed, "source": s, "target": t,
+             "value": value, "status": "ok"} for seed in seeds for s, t in (("a", "b"), ("b", "a"), ("a", "a"))]
+
+
+def test_claims_count_seedless_rows_and_name_the_metric_outside_stitching():
+    import pandas as pd
+
+    from relbench.leaderboard import claims_section
+
+    # deterministic baselines are stored without a seed; they still form a side of a claim
+    df = pd.DataFrame(_rows("relative", [0, 1], 0.5) + _rows("absolute", [None], 0.1))
+    claim = {"claim": "relative beats absolute", "metric": "jaccard@10",
+             "better": {"stitcher": "relative"}, "worse": {"stitcher": "absolute"}}
+    text = claims_section(df, [claim])
+    assert "**holds** — stitcher=relative: 0.500 vs stitcher=absolute: 0.100 (jaccard@10)" in text
+    worse = claims_section(df, [{**claim, "better": claim["worse"], "worse": claim["better"]}])
+    assert "**does not hold on this data**" in worse

@@ -186,8 +186,8 @@ class PerformanceProxy(TaskKind):
         wide = points.pivot_table(index=["target", "seed", "selector", "projection", "source"], columns="metric",
                                   values="value").reset_index()
         fig, ax = plt.subplots(figsize=(5, 4))
-        for label, group in wide.groupby("target"):
-            ax.scatter(group["similarity"], group["accuracy"], s=12, alpha=0.7, label=str(label))
+        for (target, projection), group in wide.groupby(["target", "projection"]):
+            ax.scatter(group["similarity"], group["accuracy"], s=12, alpha=0.7, label=f"{target} · {projection}")
         ax.set_xlabel("similarity to the reference (relative space)")
         ax.set_ylabel("test accuracy")
         ax.legend(fontsize=7)
