@@ -143,6 +143,69 @@ def _heatmap(df: pd.DataFrame, metric: str, combo: dict, page: Page, title: str)
     return link
 
 
+def _held_out_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of a task run with ``protocol: held-out`` (not the all-pairs protocol, where a
+    learning selector also leaves the encoder side out, but no reference is measured)."""
+    if "kind_params" not in df:
+        return df.iloc[0:0]
+    return df[df["kind_params"].map(lambda p: isinstance(p, dict) and p.get("protocol") == "held-out")]
+
+
+def held_out_section(df: pd.DataFrame, metric: str, page: Page) -> str:
+    """PARAM's Figure 1 view of a held-out protocol: per held-out encoder, each combination's
+    zero-shot score (mean over the decoders trained without it, ± std over seeds) as bars, and
+    that encoder's own absolute head (the non-stitched reference) as a dotted line. Empty
+    when the task has no held-out rows."""
+    d = _held_out_rows(df[(df["metric"] == metric) & (df["status"] == "ok")])
+    if d.empty:
+        return ""
+    encoders = list(pd.unique(d["source"]))
+    stitched = d[(d["source"] != d["target"]) & ~is_reference(d)]
+    combos = list(dict.fromkeys(combo_label(r) for _, r in stitched.iterrows()))
+    stitched = stitched.assign(combo=[combo_label(r) for _, r in stitched.iterrows()])
+    own = df[(df["metric"] == metric) & (df["status"] == "ok") & (df["stitcher"] == "non-stitched")]
+    mean = {(c, e): np.nan for c in combos for e in encoders}
+    std = dict(mean)
+    for (c, e), g in stitched.groupby(["combo", "source"]):
+        per_seed = g.groupby("seed")["value"].mean()
+        mean[c, e], std[c, e] = per_seed.mean(), (per_seed.std(ddof=0) if len(per_seed) > 1 else np.nan)
+    reference = {e: own[own["source"] == e]["value"].mean() for e in encoders}
+    rows = [[c, *[fmt(mean[c, e], std[c, e]) for e in encoders]] for c in combos]
+    rows.append(["own absolute head (reference)", *[fmt(reference[e]) for e in encoders]])
+    link = _held_out_figure(encoders, combos, mean, std, reference, metric, page)
+    return ("\n### Held-out encoders (PARAM, Figure 1)\n\n"
+            f"Zero-shot {metric} of each held-out encoder through decoders trained on the other encoders "
+            "(anchors chosen without it), mean over those decoders, ± std over seeds; the dotted line "
+            "is the held-out encoder's own absolute head.\n\n"
+            + tabulate(rows, headers=["combination", *[f"held out: {e}" for e in encoders]], tablefmt="pipe",
+                       disable_numparse=True)
+            + f"\n\n![held-out encoders]({link})\n")
+
+
+def _held_out_figure(encoders, combos, mean, std, reference, metric, page: Page) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    width = 0.8 / max(1, len(combos))
+    fig, ax = plt.subplots(figsize=(1.5 + 1.6 * len(encoders), 4.2))
+    for i, c in enumerate(combos):
+        xs = [j - 0.4 + width * (i + 0.5) for j in range(len(encoders))]
+        ax.bar(xs, [mean[c, e] for e in encoders], width,
+               yerr=[0 if np.isnan(std[c, e]) else std[c, e] for e in encoders], label=c, capsize=2)
+    for j, e in enumerate(encoders):
+        ax.hlines(reference[e], j - 0.45, j + 0.45, colors="black", linestyles="dotted")
+    ax.set_xticks(range(len(encoders)), [f"held out: {e}" for e in encoders], fontsize=8)
+    ax.set_ylabel(f"zero-shot {metric}")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
+    fig.tight_layout()
+    path, link = page.figure(f"held-out-{re.sub(r'[^A-Za-z0-9]+', '-', metric).lower()}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return link
+
+
 def common_metrics(df: pd.DataFrame) -> list[str]:
     """Metrics every combination reports (the task's metrics), in task order; per-cell
     diagnostics that only some stitchers emit (e.g. IRP's reconstruction cosine) are not."""
@@ -222,6 +285,7 @@ def stitching_page(df: pd.DataFrame, page: Page) -> str:
         for _, r in absolute.iterrows():
             link = _heatmap(df, primary, dict(r[COMBO]), page, f"{primary} {combo_label(r)}")
             lines.append(f"Reference for comparison ({combo_label(r)}):\n\n![heatmap]({link})\n")
+    lines.append(held_out_section(df, primary, page))
     errors = df[df["status"] == "error"]
     if len(errors):
         lines.append(f"\n### Failed combinations ({len(errors)})\n")

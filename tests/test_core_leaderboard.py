@@ -43,3 +43,25 @@ def test_claims_count_seedless_rows_and_name_the_metric_outside_stitching():
     assert "**holds** — stitcher=relative: 0.500 vs stitcher=absolute: 0.100 (jaccard@10)" in text
     worse = claims_section(df, [{**claim, "better": claim["worse"], "worse": claim["better"]}])
     assert "**does not hold on this data**" in worse
+
+
+def test_held_out_section_averages_decoders_and_draws_the_own_head(tmp_path):
+    import pandas as pd
+
+    from relbench.leaderboard import Page, held_out_section
+
+    protocol = {"protocol": "held-out", "held_out": ["h"]}
+    base = {"kind": "stitching", "metric": "accuracy", "status": "ok", "kind_params": protocol,
+            "held_out": ["h"], "regularizer": "-", "extra": {}}
+    rows = [{**base, "selector": "random", "similarity": "cosine", "stitcher": "relative", "seed": seed,
+             "source": "h", "target": t, "value": v}
+            for seed, (v1, v2) in enumerate([(0.6, 0.8), (0.5, 0.7)]) for t, v in (("a", v1), ("b", v2))]
+    rows.append({**base, "selector": "-", "similarity": "-", "stitcher": "non-stitched", "seed": 0,
+                 "source": "h", "target": "h", "value": 0.9, "extra": {"role": "reference"}})
+    text = held_out_section(pd.DataFrame(rows), "accuracy", Page(tmp_path, "t"))
+    # seed 0: mean(0.6, 0.8) = 0.7; seed 1: 0.6 → 0.650 ± 0.050
+    assert "| random · cosine · relative    | 0.650 ± 0.050" in text
+    assert "own absolute head (reference) | 0.900" in text
+    assert (tmp_path / "figures" / "t" / "held-out-accuracy.png").stat().st_size > 0
+    all_pairs = pd.DataFrame(rows).assign(kind_params=[{"protocol": "all-pairs"}] * len(rows))
+    assert held_out_section(all_pairs, "accuracy", Page(tmp_path, "t")) == ""
