@@ -200,7 +200,7 @@ def _cmd_leaderboard(args, registry) -> int:
     from relbench.leaderboard import render
     from relbench.results import ResultStore
 
-    descriptions, published, claims = {}, {}, {}
+    descriptions, published, claims, order = {}, {}, {}, []
     output, leaderboards = args.output, args.leaderboards
     if args.tasks.exists():
         suite = load_suite(args.tasks, registry)
@@ -209,12 +209,15 @@ def _cmd_leaderboard(args, registry) -> int:
         descriptions = {t.name: t.description for t in suite.tasks}
         published = {t.name: t.published for t in suite.tasks}
         claims = {t.name: t.claims for t in suite.tasks}
+        order = [t.name for t in suite.tasks]
     output, leaderboards = output or Path("results"), leaderboards or Path("leaderboards")
     store = ResultStore(output)
     if not store.tasks():
         raise UserError(f"No stored results in {output}. Run `relbench run tasks.yaml` first, or point "
                         f"--output at the results directory.")
-    written = render(store, leaderboards, registry, descriptions, published=published, claims=claims)
+    stored = store.tasks()  # the tasks file's order first (as `run` writes them), then any others
+    tasks = [t for t in order if t in stored] + [t for t in stored if t not in order]
+    written = render(store, leaderboards, registry, descriptions, tasks=tasks, published=published, claims=claims)
     print(f"wrote {len(written)} pages to {leaderboards}")
     return EXIT_OK
 

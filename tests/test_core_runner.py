@@ -147,6 +147,23 @@ def test_unwritable_output_exits_2(cli_main, write_yaml, capsys):
     assert "not writable" in capsys.readouterr().err
 
 
+def test_leaderboard_index_keeps_the_tasks_file_order(registry, cli_main, write_yaml):
+    second = """
+  - name: a-second
+    dataset: {name: toy-blobs, params: {classes: 3}}
+    encoders:
+      - {name: toy-rotated, label: a, params: {seed: 1}}
+      - {name: toy-rotated, label: b, params: {seed: 2}}
+    grid: {selectors: [random], similarities: [cosine], stitchers: [relative]}
+    metrics: [accuracy]
+"""
+    path = write_yaml(TASKS + second)
+    _run(registry, path)
+    assert cli_main(["leaderboard", str(path)]) == 0
+    index = (path.parent / "boards" / "README.md").read_text()
+    assert index.index("[blobs](blobs.md)") < index.index("[a-second](a-second.md)")
+
+
 def test_dry_run_prints_grid(cli_main, write_yaml, capsys):
     assert cli_main(["run", str(write_yaml(TASKS)), "--dry-run"]) == 0
     out = capsys.readouterr().out
