@@ -122,6 +122,16 @@ def _dry_run(suite) -> int:
 
 
 def _cmd_run(args, registry) -> int:
+    from relbench.interfaces import set_quiet
+
+    set_quiet(args.quiet)  # and back when done, for callers of main() in one process
+    try:
+        return _run(args, registry)
+    finally:
+        set_quiet(False)
+
+
+def _run(args, registry) -> int:
     from relbench.config import load_suite
     from relbench.results import ensure_writable_dir
     from relbench.runner import Runner

@@ -3,6 +3,8 @@ killed runs resume, bad input gets a clear answer."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import toy_plugins
 
@@ -162,6 +164,18 @@ def test_leaderboard_index_keeps_the_tasks_file_order(registry, cli_main, write_
     assert cli_main(["leaderboard", str(path)]) == 0
     index = (path.parent / "boards" / "README.md").read_text()
     assert index.index("[blobs](blobs.md)") < index.index("[a-second](a-second.md)")
+
+
+def test_quiet_silences_every_progress_bar(cli_main, write_yaml, capsys, monkeypatch, tmp_path):
+    path = write_yaml(TASKS)
+    assert cli_main(["run", str(path), "--no-leaderboard"]) == 0
+    assert "toy-rotated" in capsys.readouterr().err  # without -q the encoders' own bars show
+    monkeypatch.setenv("RELBENCH_CACHE_DIR", str(tmp_path / "fresh-cache"))  # so they encode again
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")  # the user's own setting survives -q
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    assert cli_main(["run", str(path), "--force", "-q"]) == 0
+    assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "0" and "TQDM_DISABLE" not in os.environ
+    assert "%|" not in capsys.readouterr().err and toy_plugins.Rotated.calls
 
 
 def test_dry_run_prints_grid(cli_main, write_yaml, capsys):

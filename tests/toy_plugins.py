@@ -11,7 +11,8 @@ import numpy as np
 import torch
 
 from relbench import hookimpl
-from relbench.interfaces import AnchorContext, AnchorSelector, Anchors, Dataset, DatasetData, Encoder, Split
+from relbench.interfaces import (AnchorContext, AnchorSelector, Anchors, Dataset, DatasetData, Encoder, Split,
+                                 progress_bar)
 
 
 @dataclass
@@ -49,6 +50,8 @@ class Rotated(Encoder):
     calls: ClassVar[list] = []
 
     def encode(self, items, ctx):
+        with progress_bar(total=len(items), desc=f"toy-rotated {self.seed}") as bar:  # as real encoders do
+            bar.update(len(items))
         Rotated.calls.append(self.seed)
         g = torch.Generator().manual_seed(self.seed)
         Q, _ = torch.linalg.qr(torch.randn(16, 16, generator=g))
