@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,16 +30,28 @@ NEUTRAL = {"anchors_kept", "irp_initial_anchors", "procrustes_rank", "procrustes
 
 @dataclass
 class Page:
-    """Where one task's page and figures go."""
+    """Where one task's page and figures go, and where the figures its run drew are stored."""
 
     root: Path
     task: str
+    store: ResultStore | None = None
 
     def figure(self, filename: str) -> tuple[Path, str]:
         """``(path to write, markdown-relative link)`` of a figure of this page."""
         folder = self.root / "figures" / self.task
         folder.mkdir(parents=True, exist_ok=True)
         return folder / filename, f"figures/{self.task}/{filename}"
+
+    def stored_figure(self, filename: str) -> str | None:
+        """Link to a figure drawn during the run (kept in the results store, see
+        :meth:`ResultStore.figure_path`), copied next to the page; None if there is none."""
+        source = self.store.figure_path(self.task, filename) if self.store else None
+        if source is None or not source.exists():
+            return None
+        path, link = self.figure(filename)
+        if path.resolve() != source.resolve():
+            shutil.copyfile(source, path)
+        return link
 
 
 def fmt(mean: float, std: float | None = None, scale: float = 1.0) -> str:
@@ -424,7 +437,7 @@ def render(store: ResultStore, out: Path, registry: Registry, descriptions: dict
         if df.empty:
             continue
         kind_name = str(df["kind"].dropna().iloc[0])
-        page = Page(out, task)
+        page = Page(out, task, store)
         kind_cls = registry.by_interface["task_kind"].get(kind_name)
         kind = kind_cls.cls() if kind_cls else None
         body = kind.leaderboard(df, page) if kind is not None and hasattr(kind, "leaderboard") \

@@ -75,7 +75,8 @@ def ensure_writable_dir(folder: Path, what: str, how: str) -> None:
 
 
 class ResultStore:
-    """Result lines under ``root/<task>.jsonl``."""
+    """Result lines under ``root/<task>.jsonl``; figures drawn during a run under
+    ``root/figures/<task>/``."""
 
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -88,6 +89,12 @@ class ResultStore:
     def _file(self, task: str) -> Path:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in task)
         return self.root / f"{safe}.jsonl"
+
+    def figure_path(self, task: str, filename: str) -> Path:
+        """Where a figure drawn while running ``task`` is kept. Figures such as
+        reconstructions need the trained models, so they are results, not renderings:
+        ``relbench leaderboard`` copies them next to the page."""
+        return self.root / "figures" / self._file(task).stem / filename
 
     def _lines(self, task: str) -> list[dict]:
         path = self._file(task)

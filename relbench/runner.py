@@ -306,10 +306,11 @@ class TaskRun:
     # -------------------------------------------------------------- presentation
 
     def figure_path(self, filename: str) -> Path:
-        """Where a figure of this task goes (next to its leaderboard page)."""
-        folder = self.runner.suite.leaderboards / "figures" / self.task.name
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder / filename
+        """Where a figure drawn during the run goes: the results store, since it cannot be
+        redrawn from rows; rendering copies it next to the page (``Page.stored_figure``)."""
+        path = self.runner.store.figure_path(self.task.name, filename)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
 
     def progress(self, iterable=None, desc: str = "", total: int | None = None):
         """A progress bar for the task's own loops."""

@@ -72,3 +72,17 @@ def test_jobs_run_tasks_in_worker_processes(quick_run):
         assert after["run"][after["task"] == task].nunique() == before["run"][before["task"] == task].nunique() + 1
     # rows name the command the user typed, not the workers' internal ones
     assert set(new["command"]) == {"relbench " + " ".join(cmd[3:])}
+
+
+def test_leaderboards_rebuild_from_the_store_alone_figures_included(quick_run):
+    out, _, _ = quick_run
+    fresh = out / "rebuilt"
+    cmd = [sys.executable, "-m", "relbench.cli", "leaderboard", str(ROOT / "tasks" / "quick.yaml"),
+           "--output", str(out / "results"), "--leaderboards", str(fresh)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # reconstructions are drawn from the trained models during the run and kept in the store
+    page = (fresh / "quick-reconstruction.md").read_text()
+    for kind in ("absolute", "relative"):
+        assert f"figures/quick-reconstruction/reconstruction_{kind}.png" in page
+        assert (fresh / "figures" / "quick-reconstruction" / f"reconstruction_{kind}.png").stat().st_size > 1000

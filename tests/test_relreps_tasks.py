@@ -81,6 +81,9 @@ class Page:
     def figure(self, name):
         return self.tmp / name, f"figures/{name}"
 
+    def stored_figure(self, name):
+        return f"figures/{name}" if (self.tmp / name).exists() else None
+
 
 def test_word_neighbourhoods_relative_survives_rotation_absolute_does_not(tmp_path):
     g = torch.Generator().manual_seed(0)

@@ -188,8 +188,8 @@ class Reconstruction(TaskKind):
         seeds = per_seed["seed"].nunique()
         figures = ""
         for kind in KINDS:
-            path, link = page.figure(FIGURE.format(kind=kind))
-            if path.exists():
+            link = page.stored_figure(FIGURE.format(kind=kind))
+            if link:
                 figures += f"\n\n![{kind} reconstructions]({link})"
         return ("Pixel MSE of autoencoders composed across training seeds (Moschella et al. 2023, Table 3): "
                 "non-stitched = encoder and decoder of the same model; stitched = all other pairs of the same "
