@@ -30,16 +30,18 @@ COLUMNS = ["task", "kind", "dataset", "seed", "selector", "similarity", "stitche
 
 
 @lru_cache(maxsize=1)
-def git_revision() -> str:
+def git_revision(where: Path | None = None) -> str:
     """The git revision of the relbench source tree, when it is a checkout, with
-    ``-dirty`` when tracked files differ from it."""
-    here = Path(__file__).parent
+    ``-dirty`` when tracked files differ from it. The published ``leaderboards/`` folder
+    does not count: it is output, rewritten by every run."""
+    here = where or Path(__file__).parent
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
                              timeout=5)
         if out.returncode != 0:
             return ""
-        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=here, capture_output=True, timeout=10)
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", ":(top)", ":(top,exclude)leaderboards"],
+                               cwd=here, capture_output=True, timeout=10)
         return out.stdout.strip() + ("-dirty" if dirty.returncode == 1 else "")
     except (OSError, subprocess.SubprocessError):
         return ""

@@ -90,3 +90,26 @@ def test_unwritable_output_is_a_user_error(tmp_path):
         ResultStore(blocker / "results").ensure_writable()
     with pytest.raises(OutputNotWritable, match="RELBENCH_CACHE_DIR"):
         EmbeddingCache(blocker / "cache").ensure_writable()
+
+
+def test_git_revision_is_dirty_for_code_changes_not_for_published_leaderboards(tmp_path):
+    import subprocess
+
+    from relbench.results import git_revision
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "leaderboards").mkdir()
+    (tmp_path / "pkg" / "code.py").write_text("x = 1\n")
+    (tmp_path / "leaderboards" / "README.md").write_text("old\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    revision = git_revision.__wrapped__(tmp_path / "pkg")  # uncached
+    assert revision and not revision.endswith("-dirty")
+    (tmp_path / "leaderboards" / "README.md").unlink()  # a run rewrites (or a user removes) the pages
+    assert git_revision.__wrapped__(tmp_path / "pkg") == revision
+    (tmp_path / "pkg" / "code.py").write_text("x = 2\n")
+    assert git_revision.__wrapped__(tmp_path / "pkg") == revision + "-dirty"
