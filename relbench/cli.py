@@ -133,6 +133,7 @@ def _cmd_run(args, registry) -> int:
 
 def _run(args, registry) -> int:
     from relbench.config import load_suite
+    from relbench.parallel import COMMAND_ENV
     from relbench.results import ensure_writable_dir
     from relbench.runner import Runner
 
@@ -144,8 +145,6 @@ def _run(args, registry) -> int:
     if not args.no_leaderboard:
         ensure_writable_dir(leaderboards, "The leaderboards directory",
                             "`suite.leaderboards` in the tasks file or `relbench run --leaderboards DIR`")
-    from relbench.parallel import COMMAND_ENV
-
     command = os.environ.get(COMMAND_ENV) or "relbench " + " ".join(sys.argv[1:])
     runner = Runner(suite, registry, force=args.force, quiet=args.quiet, only=args.only, output=args.output,
                     command=command)

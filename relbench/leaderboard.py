@@ -54,6 +54,11 @@ class Page:
         return link
 
 
+def slug(text: str) -> str:
+    """A file-name-safe form of a label: runs of other characters become ``-``."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:60]
+
+
 def fmt(mean: float, std: float | None = None, scale: float = 1.0) -> str:
     """``mean ± std`` with sensible digits; ``n/a`` for missing values."""
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
@@ -149,8 +154,7 @@ def _heatmap(df: pd.DataFrame, metric: str, combo: dict, page: Page, title: str)
     ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.046)
     fig.tight_layout()
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()[:60]
-    path, link = page.figure(f"heatmap-{slug}.png")
+    path, link = page.figure(f"heatmap-{slug(title)}.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return link
@@ -213,7 +217,7 @@ def _held_out_figure(encoders, combos, mean, std, reference, metric, page: Page)
     ax.set_ylabel(f"zero-shot {metric}")
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     fig.tight_layout()
-    path, link = page.figure(f"held-out-{re.sub(r'[^A-Za-z0-9]+', '-', metric).lower()}.png")
+    path, link = page.figure(f"held-out-{slug(metric)}.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return link
