@@ -173,14 +173,15 @@ def held_out_section(df: pd.DataFrame, metric: str, page: Page) -> str:
     zero-shot score (mean over the decoders trained without it, ± std over seeds) as bars, and
     that encoder's own absolute head (the non-stitched reference) as a dotted line. Empty
     when the task has no held-out rows."""
-    d = _held_out_rows(df[(df["metric"] == metric) & (df["status"] == "ok")])
+    scored = df[(df["metric"] == metric) & (df["status"] == "ok")]
+    d = _held_out_rows(scored)
     if d.empty:
         return ""
     encoders = list(pd.unique(d["source"]))
     stitched = d[(d["source"] != d["target"]) & ~is_reference(d)]
-    combos = list(dict.fromkeys(combo_label(r) for _, r in stitched.iterrows()))
     stitched = stitched.assign(combo=[combo_label(r) for _, r in stitched.iterrows()])
-    own = df[(df["metric"] == metric) & (df["status"] == "ok") & (df["stitcher"] == "non-stitched")]
+    combos = list(pd.unique(stitched["combo"]))
+    own = scored[scored["stitcher"] == "non-stitched"]
     mean = {(c, e): np.nan for c in combos for e in encoders}
     std = dict(mean)
     for (c, e), g in stitched.groupby(["combo", "source"]):
