@@ -10,14 +10,25 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
 
 from relbench import __version__
-from relbench.errors import UserError
+from relbench.errors import ConfigError, UserError
 
 EXIT_OK, EXIT_FAILURES, EXIT_USER, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of worker processes, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 (one per CPU core) or a positive number, got {value}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,37 +41,60 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--disable", action="append", default=[], metavar="NAME",
                    help="disable a plugin package (entry-point name) or plugin (name or interface:name); "
                         "repeatable; also RELBENCH_DISABLE_PLUGINS=a,b")
+    p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                   help="also load the plugins of this importable module (e.g. my_method for ./my_method.py), "
+                        "without installing it; repeatable; also RELBENCH_PLUGINS=a,b")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run the tasks of a tasks file and write leaderboards",
-                         description="Encode each data set once per encoder (cached), evaluate every combination "
-                                     "of the grid over the seeds, append results, and render leaderboards. "
-                                     "Finished combinations are skipped, so a killed run resumes.")
+                         description="Encode each data set once per encoder (cached), evaluate every unit of work of "
+                                     "every task over the seeds, store results, and render leaderboards. A unit stored "
+                                     "with the same identity (everything that produced it) is reused; one whose inputs "
+                                     "changed is recomputed, and the summary says why.")
     run.add_argument("tasks", type=Path, help="tasks YAML file, e.g. tasks.yaml")
-    run.add_argument("--dry-run", action="store_true", help="validate and print the expanded grid; compute nothing")
+    run.add_argument("--dry-run", action="store_true",
+                     help="validate and print, per task, the units in total, already done, to compute and stale "
+                          "(with the changed fields); compute nothing")
+    run.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
     run.add_argument("--force", action="store_true",
-                     help="recompute finished combinations (new rows are appended; embeddings stay cached)")
-    run.add_argument("--task", action="append", dest="only", metavar="NAME", help="run only this task (repeatable)")
+                     help="recompute every selected unit (new lines are appended; embeddings stay cached)")
+    run.add_argument("--task", action="append", dest="only", metavar="NAME",
+                     help="run only the tasks matching this name or glob pattern, e.g. 'fashion-*' (repeatable)")
     run.add_argument("--output", type=Path, help="results directory (default: suite.output)")
     run.add_argument("--leaderboards", type=Path, help="leaderboards directory (default: suite.leaderboards)")
     run.add_argument("--no-leaderboard", action="store_true", help="do not render leaderboards after the run")
-    run.add_argument("-q", "--quiet", action="store_true", help="no progress bars or messages")
-    run.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+    run.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    run.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
                      help="run tasks in N worker processes (0: one per CPU core); tasks over the same data set "
                           "stay in one worker so each embedding is computed once (default 1)")
 
-    sub.add_parser("plugins", help="list installed plugins per interface, with package and parameters",
-                   description="List every registered implementation per interface, with the package (and version) "
-                               "that provides it and its parameters with defaults.").add_argument(
-        "--interface", help="only this interface (dataset, encoder, selector, similarity, stitcher, regularizer, "
-                            "metric, task_kind)")
+    plugins = sub.add_parser("plugins", help="list installed plugins, or show one in full",
+                             description="List every registered implementation per interface, with the package (and "
+                                         "version) that provides it and its parameters with defaults; with NAME, show "
+                                         "that plugin's documentation and every parameter's type, choices, default and "
+                                         "meaning.")
+    plugins.add_argument("name", nargs="?", help="a plugin name (or interface:name) to show in full")
+    plugins.add_argument("--interface", help="only this interface (dataset, encoder, selector, similarity, stitcher, "
+                                             "regularizer, metric, task_kind)")
+    plugins.add_argument("--json", action="store_true", help="print JSON (for scripts)")
 
     lb = sub.add_parser("leaderboard", help="rebuild leaderboards from stored results (no computation)",
-                        description="Render every task's markdown page and the index from the results store alone.")
+                        description="Render every task's markdown page and the index from the results store alone; "
+                                    "only results of the tasks file's current identities are shown.")
     lb.add_argument("tasks", type=Path, nargs="?", default=Path("tasks.yaml"),
                     help="tasks file whose suite.output/leaderboards folders to use (default tasks.yaml)")
     lb.add_argument("--output", type=Path, help="results directory (overrides the tasks file)")
     lb.add_argument("--leaderboards", type=Path, help="leaderboards directory (overrides the tasks file)")
+
+    export = sub.add_parser("export", help="write the current results as one flat table (parquet, csv, jsonl)",
+                            description="One row per (unit, metric) with every parameter as its own column; the "
+                                        "file loads in pandas or DuckDB without relbench.")
+    export.add_argument("tasks", type=Path, nargs="?", default=Path("tasks.yaml"),
+                        help="tasks file whose current results to export (default tasks.yaml)")
+    export.add_argument("--format", choices=("parquet", "csv", "jsonl"), default="parquet", help="file format (default parquet)")
+    export.add_argument("--to", type=Path, help="file to write (default results.<format> in the current folder)")
+    export.add_argument("--output", type=Path, help="results directory (overrides the tasks file)")
+    export.add_argument("--all", action="store_true", help="every stored line, older identities included (history)")
 
     cache = sub.add_parser("cache", help="list or clear the embedding cache",
                            description="The embedding cache lives in $RELBENCH_CACHE_DIR or ~/.cache/relbench.")
@@ -69,55 +103,68 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _say(quiet: bool, message: str) -> None:
+    if not quiet:
+        print(message, file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------- plugins
+
+
 def _cmd_plugins(args, registry) -> int:
     from relbench.config import plugin_fields
     from relbench.interfaces import INTERFACES
+    from relbench.plugin_docs import describe, format_plugin
     from relbench.plugins import did_you_mean
 
     if args.interface and args.interface not in INTERFACES:
         raise UserError(f"--interface {args.interface!r} is not an interface; "
                         f"{did_you_mean(args.interface, list(INTERFACES))}")
-    for interface in INTERFACES:
-        if args.interface and interface != args.interface:
-            continue
-        print(f"\n{interface}:")
-        for name in registry.names(interface):
-            reg = registry.by_interface[interface][name]
-            print(f"  {name:<22} {reg.summary}  [{reg.package}]")
+    chosen = [reg for interface in INTERFACES if not args.interface or interface == args.interface
+              for reg in (registry.by_interface[interface][n] for n in registry.names(interface))]
+    if args.name:
+        chosen = [r for r in registry.find(args.name) if not args.interface or r.cls.interface == args.interface]
+        if not chosen:
+            names = sorted({n for i in INTERFACES for n in registry.names(i)})
+            raise UserError(f"no plugin is called {args.name!r}; {did_you_mean(args.name, names)}")
+    if args.json:
+        print(json.dumps([describe(reg) for reg in chosen], indent=1))
+    elif args.name:
+        print("\n\n".join(format_plugin(reg) for reg in chosen))
+    else:
+        interface = None
+        for reg in chosen:
+            if reg.cls.interface != interface:
+                interface = reg.cls.interface
+                print(f"\n{interface}:")
+            print(f"  {reg.cls.name:<22} {reg.summary}  [{reg.package}]")
             fields = plugin_fields(reg.cls)
             if fields:
-                print("  " + " " * 22 + " params: " +
-                      ", ".join(f"{k}={d!r}" for k, (_, d) in fields.items()))
+                print("  " + " " * 22 + " params: " + ", ".join(f"{k}={d!r}" for k, (_, d) in fields.items()))
     return EXIT_OK
 
 
-def _dry_run(suite) -> int:
-    from collections import Counter
+# ----------------------------------------------------------------------------- run
 
+
+def _plan_rows(plans) -> list[dict]:
+    return [tr.plan().summary() for tr in plans]
+
+
+def _dry_run(runner, as_json: bool) -> int:
     from tabulate import tabulate
 
-    from relbench.stitching import expand_grid
-
-    total = 0
-    for task in suite.tasks:
-        n_enc = len(task.encoders)
-        print(f"\ntask {task.name} ({task.kind.label}) on {task.dataset.label}: {n_enc} encoders "
-              f"[{', '.join(e.label for e in task.encoders)}], seeds {task.seeds}, {task.num_anchors} anchors")
-        if task.kind.name == "stitching":
-            plan = task.kind.build().plan(task)
-            fits = Counter(tuple(c.key().values()) for _, c, _, _, _ in plan)
-            cells = Counter(tuple(c.key().values()) for _, c, _, sources, _ in plan for _ in sources)
-            rows = [[*c.key().values(), fits[tuple(c.key().values())] // len(task.seeds),
-                     cells[tuple(c.key().values())] // len(task.seeds)] for c in expand_grid(task)]
-            print(tabulate(rows, headers=["selector", "similarity", "stitcher", "regularizer", "fits/seed",
-                                          "cells/seed"], tablefmt="simple"))
-            print(f"  {len(rows)} combinations × {len(task.seeds)} seeds: {len(plan)} units (decoder fits), "
-                  f"{sum(cells.values())} evaluated cells")
-            total += len(plan)
-        else:
-            print(f"  task kind {task.kind.label} with params {task.kind.full_params()}")
-            total += 1
-    print(f"\n{len(suite.tasks)} tasks, {total} units of work (before skipping finished ones).")
+    summaries = _plan_rows(runner.plans())
+    if as_json:
+        print(json.dumps({"tasks": summaries, "units": sum(s["units"] for s in summaries),
+                          "to_compute": sum(s["to_compute"] for s in summaries)}, indent=1))
+        return EXIT_OK
+    rows = [[s["task"], s["units"], s["done"], s["to_compute"], s["stale"],
+             "; ".join(f"{n}: {why}" for why, n in s["stale_reasons"].items())] for s in summaries]
+    print(tabulate(rows, headers=["task", "units", "done", "to compute", "stale", "stale because changed"],
+                   tablefmt="simple"))
+    print(f"\n{len(summaries)} tasks, {sum(s['units'] for s in summaries)} units, "
+          f"{sum(s['to_compute'] for s in summaries)} to compute.")
     return EXIT_OK
 
 
@@ -131,6 +178,15 @@ def _cmd_run(args, registry) -> int:
         set_quiet(False)
 
 
+def _summary(stats) -> str:
+    recomputed = sum(stats.recomputed.values())
+    why = "; ".join(f"{n}: {fields} changed" for fields, n in stats.recomputed.most_common())
+    return (f"encoded {stats.encoded} (encoder, split) banks, reused {stats.cached} from the cache; "
+            f"ran {stats.units_done} units ({recomputed} recomputed{f' — {why}' if why else ''}; "
+            f"{stats.units_done - recomputed} new, retried or forced), reused {stats.units_skipped} already "
+            f"finished with the same identity.")
+
+
 def _run(args, registry) -> int:
     from relbench.config import load_suite
     from relbench.parallel import COMMAND_ENV
@@ -138,33 +194,30 @@ def _run(args, registry) -> int:
     from relbench.runner import Runner
 
     suite = load_suite(args.tasks, registry)
-    if args.dry_run:
-        return _dry_run(suite)
     leaderboards = args.leaderboards.resolve() if args.leaderboards else suite.leaderboards
     suite.leaderboards = leaderboards
-    if not args.no_leaderboard:
-        ensure_writable_dir(leaderboards, "The leaderboards directory",
-                            "`suite.leaderboards` in the tasks file or `relbench run --leaderboards DIR`")
     command = os.environ.get(COMMAND_ENV) or "relbench " + " ".join(sys.argv[1:])
     runner = Runner(suite, registry, force=args.force, quiet=args.quiet, only=args.only, output=args.output,
                     command=command)
+    if args.dry_run:
+        return _dry_run(runner, args.json)
+    if not args.no_leaderboard:
+        ensure_writable_dir(leaderboards, "The leaderboards directory",
+                            "`suite.leaderboards` in the tasks file or `relbench run --leaderboards DIR`")
     jobs = args.jobs if args.jobs > 0 else (os.cpu_count() or 1)
     if jobs > 1 and len(runner.tasks()) > 1:
-        return _run_jobs(args, suite, runner, registry, jobs, command)
+        return _run_jobs(args, suite, runner, jobs, command)
     interrupted = False
     try:
         stats = runner.run()
     except KeyboardInterrupt:
         interrupted = True
         stats = runner.stats
-    print(f"\nencoded {stats.encoded} (encoder, split) banks, reused {stats.cached} from the cache; "
-          f"ran {stats.units_done} units, skipped {stats.units_skipped} already finished"
-          f"{' (use --force to recompute them)' if stats.units_skipped else ''}.", file=sys.stderr)
+    _say(args.quiet, "\n" + _summary(stats))
     if stats.not_achievable:
-        print(f"{stats.not_achievable} cells are not achievable by design (recorded as such).", file=sys.stderr)
+        _say(args.quiet, f"{stats.not_achievable} cells are not achievable by design (recorded as such).")
     if not args.no_leaderboard:
-        _render(suite, runner.store, leaderboards, registry,
-                tasks=[t.name for t in suite.tasks if t.name in runner.store.tasks()])
+        _render(runner, leaderboards, args.quiet)
     if interrupted:
         print(f"\ninterrupted: {stats.units_done} units finished in this run are stored in {runner.store.root}; "
               f"run the same command again to resume.", file=sys.stderr)
@@ -177,57 +230,75 @@ def _run(args, registry) -> int:
     return EXIT_OK
 
 
-def _render(suite, store, leaderboards, registry, tasks=None) -> None:
+def _render(runner, leaderboards: Path, quiet: bool) -> None:
+    """Pages of every task of the suite from the store, current identities only."""
     from relbench.leaderboard import render
 
-    written = render(store, leaderboards, registry, {t.name: t.description for t in suite.tasks},
-                     tasks=tasks, published={t.name: t.published for t in suite.tasks},
-                     claims={t.name: t.claims for t in suite.tasks})
-    print(f"wrote {len(written)} leaderboard pages to {leaderboards}", file=sys.stderr)
+    runner.only = None
+    plans = runner.plans()
+    current = {tr.task.name: {u.id for u in tr.plan().units} for tr in plans}
+    written = render(runner.store, leaderboards, [tr.task for tr in plans], current)
+    _say(quiet, f"wrote {len(written)} leaderboard pages to {leaderboards}")
 
 
-def _run_jobs(args, suite, runner, registry, jobs: int, command: str) -> int:
+def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
     from relbench.parallel import run_parallel
-    from relbench.plugins import DISABLE_ENV
+    from relbench.plugins import DISABLE_ENV, PLUGINS_ENV
 
     runner.store.ensure_writable()
     runner.cache.ensure_writable()
-    if args.disable:
-        os.environ[DISABLE_ENV] = ",".join(filter(None, [os.environ.get(DISABLE_ENV, ""), *args.disable]))
-    extra = (["--force"] if args.force else []) + (["--output", str(args.output)] if args.output else [])
-    code = run_parallel(suite, runner.tasks(), jobs, extra, command)
+    todo = [tr.task for tr in runner.plans() if tr.plan().todo]  # every user error before any work
+    for var, values in ((DISABLE_ENV, args.disable), (PLUGINS_ENV, args.plugin)):
+        if values:
+            os.environ[var] = ",".join(filter(None, [os.environ.get(var, ""), *values]))
+    extra = (["--force"] if args.force else []) + (["--output", str(args.output)] if args.output else []) + \
+        (["-q"] if args.quiet else [])
+    code = run_parallel(suite, todo, jobs, extra, command) if todo else EXIT_OK
     if not args.no_leaderboard and code != EXIT_INTERRUPTED:
-        _render(suite, runner.store, suite.leaderboards, registry,
-                tasks=[t.name for t in suite.tasks if t.name in runner.store.tasks()])
+        _render(runner, suite.leaderboards, args.quiet)
     if code == EXIT_INTERRUPTED:
         print("\ninterrupted: finished units are stored; run the same command again to resume.", file=sys.stderr)
     return code
 
 
-def _cmd_leaderboard(args, registry) -> int:
-    from relbench.config import load_suite
-    from relbench.leaderboard import render
-    from relbench.results import ResultStore
+# ----------------------------------------------------------------------------- leaderboard, export
 
-    descriptions, published, claims, order = {}, {}, {}, []
-    output, leaderboards = args.output, args.leaderboards
-    if args.tasks.exists():
-        suite = load_suite(args.tasks, registry)
-        output = output or suite.output
-        leaderboards = leaderboards or suite.leaderboards
-        descriptions = {t.name: t.description for t in suite.tasks}
-        published = {t.name: t.published for t in suite.tasks}
-        claims = {t.name: t.claims for t in suite.tasks}
-        order = [t.name for t in suite.tasks]
-    output, leaderboards = output or Path("results"), leaderboards or Path("leaderboards")
-    store = ResultStore(output)
-    if not store.tasks():
-        raise UserError(f"No stored results in {output}. Run `relbench run tasks.yaml` first, or point "
+
+def _stored_suite(args, registry):
+    """The tasks file's suite and a runner over its results store (for pages and export)."""
+    from relbench.config import load_suite
+    from relbench.runner import Runner
+
+    if not args.tasks.is_file():
+        raise ConfigError(f"{args.tasks}: no such tasks file. Pass the tasks file whose results to use, e.g. "
+                          f"`relbench {args.command} tasks.yaml`; pages and exports show the results of its tasks.")
+    suite = load_suite(args.tasks, registry)
+    runner = Runner(suite, registry, quiet=True, output=args.output)
+    if not runner.store.tasks():
+        raise UserError(f"No stored results in {runner.store.root}. Run `relbench run {args.tasks}` first, or point "
                         f"--output at the results directory.")
-    stored = store.tasks()  # the tasks file's order first (as `run` writes them), then any others
-    tasks = [t for t in order if t in stored] + [t for t in stored if t not in order]
-    written = render(store, leaderboards, registry, descriptions, tasks=tasks, published=published, claims=claims)
-    print(f"wrote {len(written)} pages to {leaderboards}")
+    return suite, runner
+
+
+def _cmd_leaderboard(args, registry) -> int:
+    suite, runner = _stored_suite(args, registry)
+    leaderboards = (args.leaderboards or suite.leaderboards).resolve()
+    _render(runner, leaderboards, quiet=False)
+    return EXIT_OK
+
+
+def _cmd_export(args, registry) -> int:
+    import pandas as pd
+
+    from relbench.export import write
+
+    _, runner = _stored_suite(args, registry)
+    frames = [runner.store.load(tr.task.name, units=None if args.all else {u.id for u in tr.plan().units})
+              for tr in runner.plans()]
+    frames = [f for f in frames if not f.empty]
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    path = write(df, args.to or Path(f"results.{args.format}"), args.format)
+    print(f"wrote the {len(df)} result rows of {len(frames)} tasks to {path}")
     return EXIT_OK
 
 
@@ -247,26 +318,34 @@ def _cmd_cache(args) -> int:
     return EXIT_OK
 
 
+def _dispatch(args) -> int:
+    if args.command == "cache":
+        return _cmd_cache(args)
+    from relbench.plugins import load_registry
+
+    registry = load_registry(args.disable, args.plugin)
+    for name in registry.unmatched_disables():
+        print(f"relbench: warning: --disable {name!r} matches no plugin package or plugin; nothing was switched "
+              f"off for it (see `relbench plugins`).", file=sys.stderr)
+    commands = {"plugins": _cmd_plugins, "run": _cmd_run, "leaderboard": _cmd_leaderboard, "export": _cmd_export}
+    return commands[args.command](args, registry)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``relbench`` console script."""
     args = _parser().parse_args(argv)
     try:
-        if args.command == "cache":
-            return _cmd_cache(args)
-        from relbench.plugins import load_registry
-
-        registry = load_registry(args.disable)
-        if args.command == "plugins":
-            return _cmd_plugins(args, registry)
-        if args.command == "run":
-            return _cmd_run(args, registry)
-        return _cmd_leaderboard(args, registry)
+        return _dispatch(args)
     except UserError as exc:
         print(f"relbench: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("\nrelbench: interrupted.", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `relbench … | head`: the reader has gone, which is not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":

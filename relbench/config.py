@@ -15,7 +15,7 @@ The schema (every key optional unless marked)::
     x-anything: ...              # top-level keys starting with x- are ignored: define YAML anchors there
     tasks:                       # required: a non-empty list
       - name: digits-cross-seed  # required, unique
-        kind: stitching          # task kind plugin (default stitching), or {name:, params:}
+        kind: stitching          # task kind plugin (default: the installed kind marked is_default), or {name:, params:}
         description: text shown on the leaderboard page
         dataset: digits          # required: dataset plugin, or {name:, params:}
         encoders:                # list of encoder plugins (required unless the kind trains its own), each
@@ -61,9 +61,7 @@ TOP_KEYS = {"suite", "include", "tasks"}
 TASK_KEYS = {"name", "kind", "description", "dataset", "encoders", "grid", "metrics", "seeds",
              "num_anchors", "device", "batch_size", "published", "claims"}
 CLAIM_KEYS = {"claim", "better", "worse", "measure", "metric"}
-FILTER_KEYS = {"selector", "similarity", "stitcher", "regularizer"}
-PUBLISHED_KEYS = {"metric", "value", "source", "target", "selector", "similarity", "stitcher", "regularizer",
-                  "reference"}
+PUBLISHED_KEYS = {"metric", "value", "reference"}  # plus the task kind's columns
 GRID_KEYS = {"selectors": "selector", "similarities": "similarity", "stitchers": "stitcher",
              "regularizers": "regularizer"}
 SPEC_KEYS = {"name", "params", "label"}
@@ -202,13 +200,15 @@ def plugin_fields(cls: type) -> dict[str, tuple[Any, Any]]:
 
 @dataclass
 class PluginSpec:
-    """One validated plugin choice: which class, with which parameters, shown as which label."""
+    """One validated plugin choice: which class, with which parameters, shown as which
+    label, provided by which distribution (``package``: name and version)."""
 
     interface: str
     name: str
     params: dict[str, Any]
     label: str
     cls: type | None = None
+    package: str = ""
 
     def build(self):
         """A fresh instance of the plugin with these parameters."""
@@ -217,6 +217,15 @@ class PluginSpec:
     def full_params(self) -> dict[str, Any]:
         """Every parameter, defaults included (what a result row records)."""
         return self.build().params() if self.cls else {}
+
+    def identity(self) -> dict[str, Any]:
+        """What identifies this choice in a unit's fingerprint: the class, every
+        parameter with defaults resolved, the providing package and version, and the
+        author's own ``version`` of the method. The label is not part of it."""
+        cls = self.cls
+        return {"class": f"{cls.__module__}:{cls.__qualname__}" if cls else self.name,
+                "params": self.full_params(), "package": self.package,
+                "version": str(getattr(cls, "version", ""))}
 
 
 @dataclass
@@ -323,12 +332,13 @@ def _plugin_spec(raw: Any, interface: str, registry: Registry, where: _Where, vi
     except (ValueError, TypeError) as exc:
         raise pwhere.error(f"invalid parameters for {interface} {name!r}: {exc}") from None
     label = str(raw.get("label") or _default_label(str(name), params, fields))
+    package = registry.package(interface, str(name))
     if view_ok:
         view = raw.get("view")
         if view is not None:
             _expect(view, str, where.child("view", raw), "a view name (string)")
-        return EncoderSpec(interface, str(name), params, label, cls, view=view)
-    return PluginSpec(interface, str(name), params, label, cls)
+        return EncoderSpec(interface, str(name), params, label, cls, package, view=view)
+    return PluginSpec(interface, str(name), params, label, cls, package)
 
 
 def _spec_list(raw: Any, interface: str, registry: Registry, where: _Where, allow_none: bool = False) -> list:
@@ -388,6 +398,15 @@ def _settings(raw: dict, defaults: dict, where: _Where) -> dict:
     return out
 
 
+def _default_kind(registry: Registry, where: _Where) -> str:
+    """The name of the installed task kind that declares itself the default."""
+    names = [n for n in registry.names("task_kind") if registry.get("task_kind", n).is_default]
+    if len(names) != 1:
+        raise where.error(f"the task has no `kind:` and {len(names)} installed task kinds claim to be the default "
+                          f"({names}); name the kind, e.g. `kind: {names[0] if names else 'stitching'}`.")
+    return names[0]
+
+
 def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
     _expect(raw, dict, where, "a task mapping with name, dataset and encoders")
     _check_keys(raw, TASK_KEYS, where, "task")
@@ -396,7 +415,8 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
             raise where.error(f"task is missing the required key `{key}`.")
     name = _expect(raw["name"], str, where.child("name", raw), "a task name (string)")
     settings = _settings(raw, defaults, where)
-    kind = _plugin_spec(raw.get("kind", "stitching"), "task_kind", registry, where.child("kind", raw))
+    kind = _plugin_spec(raw["kind"] if "kind" in raw else _default_kind(registry, where), "task_kind", registry,
+                        where.child("kind", raw))
     dataset = _plugin_spec(raw["dataset"], "dataset", registry, where.child("dataset", raw))
     if kind.cls.uses_encoders and "encoders" not in raw:
         raise where.error(f"task is missing the required key `encoders` (task kind {kind.name!r} evaluates "
@@ -429,21 +449,22 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
                     f"anchor selector {sel.name!r} learns from the encoders' banks, and task kind {kind.name!r} "
                     f"evaluates encoders without holding them out of anchor selection, so the anchors would have "
                     f"seen the space they are evaluated in. Use random, stratified or parallel anchors here, or "
-                    f"a stitching task, which holds each evaluated encoder out.")
+                    f"a task kind that holds each evaluated encoder out (e.g. stitching).")
     metrics = _spec_list(raw.get("metrics", settings["metrics"]), "metric", registry,
                          where.child("metrics", raw) if "metrics" in raw else where)
     description = raw.get("description", "")
     _expect(description, str, where.child("description", raw), "a string")
+    columns = set(kind.cls.columns)
     published = []
-    for entry, ewhere in _entries(raw, "published", where, PUBLISHED_KEYS, ("metric", "value")):
+    for entry, ewhere in _entries(raw, "published", where, PUBLISHED_KEYS | columns, ("metric", "value")):
         _expect(entry["value"], (int, float), ewhere.child("value", entry), "a number")
         published.append(entry)
     claims = []
     for entry, ewhere in _entries(raw, "claims", where, CLAIM_KEYS, ("claim", "better", "worse")):
         claims.append(entry)
         for side in ("better", "worse"):
-            _expect(entry[side], dict, ewhere.child(side, entry), "a mapping of grid labels, e.g. {stitcher: relative}")
-            _check_keys(entry[side], FILTER_KEYS, ewhere.child(side, entry), "claim filter")
+            _expect(entry[side], dict, ewhere.child(side, entry), "a mapping of column values, e.g. {stitcher: relative}")
+            _check_keys(entry[side], columns, ewhere.child(side, entry), f"claim filter (task kind {kind.name!r})")
         if entry.get("measure", "score") not in ("score", "achievable"):
             raise ewhere.child("measure", entry).error("expected `score` or `achievable`.")
     task = Task(name=name, kind=kind, dataset=dataset, encoders=encoders, selectors=grid["selectors"],

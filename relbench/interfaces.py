@@ -17,11 +17,38 @@ import dataclasses
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:  # only for annotations: the core modules import this one
+    import pandas as pd
+
+    from relbench.config import PluginSpec, Task
+    from relbench.pages import Page
+
+#: which way a number is better: every number relbench stores declares one where it is
+#: produced (a metric's class, a stitcher's diagnostic, a task kind's row)
+Direction = Literal["higher", "lower", "neutral"]
+DIRECTIONS: tuple[str, ...] = ("higher", "lower", "neutral")
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A per-cell number a plugin reports besides the task's metrics (a condition
+    number, the anchors a pruning kept …), with its direction: ``lower`` for a condition
+    number, ``neutral`` for a count that describes rather than scores."""
+
+    value: float
+    direction: Direction
+
+    def __post_init__(self) -> None:
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"a diagnostic's direction is one of {DIRECTIONS}, got {self.direction!r}")
 
 # --------------------------------------------------------------------------------------
 # Base class and data containers
@@ -39,6 +66,9 @@ class Plugin:
     name: ClassVar[str] = ""
     #: the interface this plugin implements, set on each interface class below
     interface: ClassVar[str] = ""
+    #: the author's version of the method: bump it when a change of the code changes
+    #: the plugin's results, and every stored unit that used it is recomputed
+    version: ClassVar[str] = "1"
 
     def params(self) -> dict[str, Any]:
         """The parameters of this instance as a plain dict (recorded in every row)."""
@@ -427,11 +457,12 @@ class Prediction:
     """Output of :meth:`Stitcher.predict`: class scores and per-cell diagnostics.
 
     ``logits`` is ``n × C`` for the source's test split; ``extras`` holds extra
-    per-cell numbers (e.g. IRP's reconstruction cosine) recorded as metrics.
+    per-cell numbers (e.g. IRP's reconstruction cosine), each a :class:`Diagnostic`
+    that declares its direction; they are recorded as metrics.
     """
 
     logits: torch.Tensor
-    extras: dict[str, float] = field(default_factory=dict)
+    extras: dict[str, Diagnostic] = field(default_factory=dict)
 
 
 class Stitcher(Plugin, ABC):
@@ -473,7 +504,14 @@ class Metric(Plugin, ABC):
     """A score computed from targets and predictions (class indices by default)."""
 
     interface: ClassVar[str] = "metric"
+    #: the metric's direction, declared where it is produced: result rows carry it
+    #: (``higher`` or ``lower``) and pages read only that
     higher_is_better: ClassVar[bool] = True
+
+    @classmethod
+    def direction(cls) -> Direction:
+        """``"higher"`` or ``"lower"``, from :attr:`higher_is_better`."""
+        return "higher" if cls.higher_is_better else "lower"
 
     @abstractmethod
     def compute(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
@@ -485,32 +523,100 @@ class Metric(Plugin, ABC):
 # --------------------------------------------------------------------------------------
 
 
+#: a unit of work's key: the task kind's columns (plus ``seed``) → a plugin spec (its
+#: identity enters the unit's fingerprint, its label the displayed column), a list of
+#: specs (e.g. held-out encoders), or a plain value (an activation name, a seed). The
+#: entry :data:`USES` holds what the unit also depends on without it being one of its
+#: columns (e.g. the grid's selectors, when every row names its own): a mapping of names
+#: to specs or values that enters the fingerprint only
+UnitKey = dict[str, Any]
+USES = "uses"
+
+
 @dataclass
 class ResultRow:
-    """One long-format result: a metric value for one cell of one combination."""
+    """One long-format result: a metric value for one cell of a unit of work.
+
+    ``direction`` says which way the value is better (declare it where the number is
+    made: ``metric.direction()`` for a :class:`Metric`, the :class:`Diagnostic`'s own
+    for a stitcher's extra, the kind's knowledge for its own numbers). ``cell`` holds
+    the values of the kind's :attr:`TaskKind.columns` that vary inside the unit (for
+    stitching: ``source``); the unit key's columns are added by the runner. ``extra``
+    is free-form detail a page may show but never needs to identify a cell.
+    """
 
     metric: str
     value: float | None
-    source: str = "-"
-    target: str = "-"
-    selector: str = "-"
-    similarity: str = "-"
-    stitcher: str = "-"
-    regularizer: str = "-"
+    direction: Direction
+    cell: dict[str, Any] = field(default_factory=dict)
     status: str = "ok"  # ok | not_achievable | error
     error: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"result row {self.metric!r}: direction must be one of {DIRECTIONS}, "
+                             f"got {self.direction!r}")
+
+
+class TaskRunAPI(Protocol):
+    """What a :class:`TaskKind` receives from the runner while it evaluates one task.
+
+    relbench's runner implements it; :class:`relbench.testing.TaskRunDouble` is a
+    light implementation for testing a kind without encoders or a results store.
+    """
+
+    #: the validated task (its grid, encoders, seeds, anchors count …)
+    task: Task
+    #: where tensors live for this task (``cuda`` when asked for and present)
+    device: torch.device
+
+    def dataset(self) -> DatasetData:
+        """The task's data set (loaded once)."""
+
+    def banks(self, split: str) -> dict[str, Bank]:
+        """Every encoder's embeddings of ``split`` (``"train"``/``"test"``), by label."""
+
+    def pool_banks(self, dataset_name: str) -> dict[str, Bank]:
+        """Training banks of another data set (an out-of-domain anchor pool)."""
+
+    def anchors(self, seed: int, selector: PluginSpec, excluded: frozenset[str] = frozenset()) -> Anchors:
+        """The anchor recipe for (seed, selector, held-out encoders), computed once."""
+
+    def realise(self, anchors: Anchors, label: str) -> torch.Tensor:
+        """The ``k × d`` anchors of encoder ``label``."""
+
+    def modality(self, label: str) -> str:
+        """The modality of the view encoder ``label`` reads."""
+
+    def is_done(self, key: UnitKey) -> bool:
+        """Whether the unit is stored with its current identity (and not forced)."""
+
+    def unit(self, key: UnitKey) -> AbstractContextManager[list[ResultRow]]:
+        """Collect a unit's rows and store them atomically; a raise becomes an error row.
+        ``key`` must be one of the kind's :meth:`TaskKind.plan`."""
+
+    def figure_path(self, filename: str) -> Path:
+        """Where a figure drawn during the run is kept (it is shown on the page)."""
+
+    def progress(self, iterable: Any = None, desc: str = "", total: int | None = None) -> Any:
+        """A progress bar for the kind's own loops."""
 
 
 class TaskKind(Plugin, ABC):
     """A protocol of evaluation (stitching, word neighbourhoods, reconstruction …).
 
-    Its fields are the task-level parameters tasks.yaml may set under ``params:``. The
-    runner hands it a :class:`relbench.runner.TaskRun`, which gives cached banks,
-    anchors, configured plugins and a results sink that skips finished work.
+    Its fields are the task-level parameters tasks.yaml may set under ``params:``. A
+    kind declares the :attr:`columns` that identify its cells, lists its units of work
+    with :meth:`plan` (from the task alone, before any data is loaded: ``--dry-run`` and
+    the results store's identities come from it), computes them in :meth:`run` through a
+    :class:`TaskRunAPI`, and draws its page from stored rows in :meth:`page`.
     """
 
     interface: ClassVar[str] = "task_kind"
+    #: the columns that identify a cell of this kind's results (``seed`` is the
+    #: runner's); result rows carry them flat, and claims filter on them
+    columns: ClassVar[tuple[str, ...]] = ()
     #: False for protocols that train their own networks (the task's ``encoders`` may
     #: then be omitted)
     uses_encoders: ClassVar[bool] = True
@@ -518,15 +624,51 @@ class TaskKind(Plugin, ABC):
     #: (``run.anchors(seed, selector, excluded)``); only such kinds accept selectors that
     #: learn from the banks (fps, PARAM), which validation enforces
     holds_out_sources: ClassVar[bool] = False
+    #: True for the one kind a task without ``kind:`` gets (two installed kinds
+    #: claiming it is an error)
+    is_default: ClassVar[bool] = False
 
-    def validate(self, task: Any) -> None:
+    def validate(self, task: Task) -> None:
         """Check the task against this protocol before any work starts; raise
         ``ValueError`` with a message naming what is wrong and how to fix it. Called
         while tasks.yaml is validated, so the message gets the file and line."""
 
+    def check_data(self, task: Task, data: DatasetData) -> None:
+        """Check the loaded data set against this protocol, before any unit is computed
+        (e.g. enough classes); raise ``ValueError`` saying what is wrong and how to fix it."""
+
     @abstractmethod
-    def run(self, run: Any) -> None:
-        """Evaluate the task, emitting result rows through ``run.unit(...)``."""
+    def plan(self, task: Task) -> list[UnitKey]:
+        """Every unit of work of the task, in the order :meth:`run` computes them.
+
+        Must be exact: the runner refuses a unit that is not in the plan, and
+        ``relbench run --dry-run`` counts from it."""
+
+    @abstractmethod
+    def run(self, run: TaskRunAPI) -> None:
+        """Compute the units not yet done (``run.is_done``), emitting rows through
+        ``run.unit(key)``."""
+
+    @abstractmethod
+    def page(self, results: pd.DataFrame, page: Page) -> str:
+        """The markdown body of the task's leaderboard page, from the current rows of
+        the results store (one row per cell and metric, with a ``direction`` column);
+        figures are written through ``page``."""
+
+    def headline(self, results: pd.DataFrame) -> dict[str, Any] | None:
+        """The index's line for this task: ``{"metric", "best", "score", "std",
+        "reference"}``, or None (the index then says "see page")."""
+        return None
+
+    def ranking(self, results: pd.DataFrame) -> list[str] | None:
+        """Combination labels best first, for the index's cross-task ranking (None:
+        this kind's combinations are not ranked across tasks)."""
+        return None
+
+    def claim_rows(self, results: pd.DataFrame) -> pd.DataFrame:
+        """The rows a claim of the tasks file compares (default: all; stitching keeps
+        the stitched, off-diagonal ones)."""
+        return results
 
 
 #: every interface class, by the key hookspecs and tasks.yaml use
@@ -540,6 +682,9 @@ __all__ = [
     "AnchorContext",
     "AnchorSelector",
     "Anchors",
+    "DIRECTIONS",
+    "Diagnostic",
+    "Direction",
     "Bank",
     "Dataset",
     "DatasetData",
@@ -558,5 +703,8 @@ __all__ = [
     "StitchSide",
     "Stitcher",
     "TaskKind",
+    "TaskRunAPI",
+    "USES",
+    "UnitKey",
     "progress_bar",
 ]

@@ -4,6 +4,11 @@ Plugins are modules registered under the ``relbench`` entry-point group; built-i
 use the same mechanism as third-party ones. Set ``RELBENCH_DISABLE_PLUGINS`` (or pass
 ``--disable``) to a comma-separated list of entry-point names (a whole package) or
 plugin names (one class, optionally as ``interface:name``) to switch them off.
+
+To try a method before packaging it, name its module in ``RELBENCH_PLUGINS`` (comma
+separated) or pass ``relbench --plugin MODULE``: the module is imported from the current
+folder or ``sys.path`` like an entry point, and its plugins are listed as coming from
+``MODULE (not installed)``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from relbench.interfaces import INTERFACES, Plugin
 
 ENTRY_POINT_GROUP = "relbench"
 DISABLE_ENV = "RELBENCH_DISABLE_PLUGINS"
+PLUGINS_ENV = "RELBENCH_PLUGINS"
 
 
 @dataclass(frozen=True)
@@ -64,14 +70,18 @@ class Registry:
     """Every plugin class, per interface, by name."""
 
     def __init__(self, modules: list[tuple[str, ModuleType, str]], disabled: set[str] = frozenset()):
-        """``modules``: (entry-point name, module, "dist version") triples."""
+        """``modules``: (entry-point name, module, "dist version") triples (module None:
+        a package switched off before import)."""
         self.pm = pluggy.PluginManager("relbench")
         self.pm.add_hookspecs(hookspecs)
         self.disabled = set(disabled)
         self.by_interface: dict[str, dict[str, Registered]] = {k: {} for k in INTERFACES}
+        #: every entry-point and plugin name seen, switched off or not (to warn about
+        #: a --disable that matches nothing)
+        self.seen: set[str] = {ep_name for ep_name, _, _ in modules}
         packages = {}
         for ep_name, module, package in modules:
-            if ep_name not in self.disabled:
+            if module is not None and ep_name not in self.disabled:
                 self.pm.register(module, name=ep_name)
                 packages[ep_name] = package
         try:
@@ -97,6 +107,7 @@ class Registry:
         name = reg.cls.name
         if not name:
             raise PluginConflict(f"{reg.cls.__qualname__} from {reg.package!r} has no `name`.")
+        self.seen |= {name, f"{interface}:{name}"}
         if name in self.disabled or f"{interface}:{name}" in self.disabled:
             return
         table = self.by_interface[interface]
@@ -129,16 +140,28 @@ class Registry:
         """Registered names of one interface, sorted."""
         return sorted(self.by_interface[interface])
 
+    def unmatched_disables(self) -> list[str]:
+        """Names given to ``--disable`` that match no package or plugin."""
+        return sorted(self.disabled - self.seen)
+
+    def find(self, name: str) -> list[Registered]:
+        """Every registered plugin called ``name`` (``interface:name`` picks one interface)."""
+        interface, _, plain = name.rpartition(":")
+        return [table[plain] for key, table in self.by_interface.items()
+                if plain in table and interface in ("", key)]
+
 
 def _discover(disabled: set[str] | frozenset[str] = frozenset()) -> list[tuple[str, ModuleType, str]]:
     """Import every ``relbench`` entry point not switched off by name.
 
     A package that fails to import is a :class:`PluginLoadError` naming it, the error,
-    and how to switch it off; a disabled package is never imported at all.
+    and how to switch it off; a disabled package is never imported at all (it is
+    still listed, without a module, so that its name counts as known).
     """
     found = []
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in disabled:
+            found.append((ep.name, None, ""))
             continue
         dist = getattr(ep, "dist", None)
         package = f"{dist.name} {dist.version}" if dist is not None else "?"
@@ -160,7 +183,30 @@ def disabled_from_env(extra: list[str] | None = None) -> set[str]:
     return set(names) | set(extra or [])
 
 
-def load_registry(disable: list[str] | None = None) -> Registry:
-    """Build the registry from every installed ``relbench`` entry point."""
+def _local_modules(names: list[str]) -> list[tuple[str, ModuleType, str]]:
+    """Import plugin modules named on the command line or in ``RELBENCH_PLUGINS``."""
+    import importlib
+    import sys
+
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    found = []
+    for name in names:
+        try:
+            module = importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - any import failure of the user's module
+            raise PluginLoadError(
+                f"The plugin module {name!r} (from --plugin or {PLUGINS_ENV}) failed to import: "
+                f"{type(exc).__name__}: {exc}. Give an importable module name (e.g. `my_method` for my_method.py "
+                f"in the current folder) and fix the module."
+            ) from None
+        found.append((name, module, f"{name} {getattr(module, '__version__', '')}".strip() + " (not installed)"))
+    return found
+
+
+def load_registry(disable: list[str] | None = None, modules: list[str] | None = None) -> Registry:
+    """Build the registry from every installed ``relbench`` entry point, plus the
+    modules named in ``modules`` and ``RELBENCH_PLUGINS``."""
     disabled = disabled_from_env(disable)
-    return Registry(_discover(disabled), disabled)
+    local = [n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(",") if n.strip()] + list(modules or [])
+    return Registry(_discover(disabled) + _local_modules(list(dict.fromkeys(local))), disabled)

@@ -2,12 +2,16 @@
 
 A *unit* is the smallest piece of work that is kept or redone as a whole (for stitching:
 one decoder fitted on one target and evaluated against every source). Each unit is one
-line ``{"unit": key, "run": run_id, "time": ..., "rows": [...]}`` written with a single
-``write`` and ``fsync``, so a run killed mid-write leaves at most a truncated last line,
-which readers ignore: nothing finished is lost, and nothing half-done counts as done.
+line ``{"unit": id, "key": displayed key, "inputs": {...}, "run": run_id, "time": ...,
+"rows": [...]}`` written with a single ``write`` and ``fsync``, so a run killed
+mid-write leaves at most a truncated last line, which readers ignore: nothing finished
+is lost, and nothing half-done counts as done. ``id`` is the fingerprint of ``inputs``,
+everything that produced the unit (:mod:`relbench.identity`).
 
-Files are never rewritten. ``--force`` appends new units; readers keep the newest line
-per unit key, and ``load(all_runs=True)`` shows every run.
+Files are never rewritten. Lines of older identities stay as history; pages and exports
+ask for the identities of the current tasks file (``load(units=...)``). ``--force``
+appends new lines; readers keep the newest line per id, and ``load(all_runs=True)``
+shows every line.
 """
 
 from __future__ import annotations
@@ -17,16 +21,17 @@ import os
 import platform
 import subprocess
 import time
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
 
-from relbench.cache import identity_key
 from relbench.errors import OutputNotWritable
+from relbench.identity import key_json
 
-COLUMNS = ["task", "kind", "dataset", "seed", "selector", "similarity", "stitcher", "regularizer",
-           "source", "target", "metric", "value", "status", "error"]
+#: the columns every loaded frame has (a task kind adds its own)
+COLUMNS = ["task", "kind", "dataset", "seed", "metric", "value", "direction", "status", "error"]
 
 
 @lru_cache(maxsize=1)
@@ -59,11 +64,6 @@ def environment() -> str:
     return ", ".join(parts)
 
 
-def unit_key(task: str, key: dict) -> str:
-    """Stable identifier of a unit of work within a task."""
-    return identity_key({"task": task, **key})
-
-
 def ensure_writable_dir(folder: Path, what: str, how: str) -> None:
     """Create ``folder`` and write a probe file in it, or raise :class:`OutputNotWritable`
     saying ``what`` it is and ``how`` to choose another."""
@@ -82,6 +82,7 @@ class ResultStore:
 
     def __init__(self, root: Path):
         self.root = Path(root)
+        self._read: dict[str, TaskLines] = {}
 
     def ensure_writable(self) -> None:
         """Fail early, with a fix, when the output folder cannot be written."""
@@ -111,24 +112,24 @@ class ResultStore:
                     continue  # a unit cut short by a kill: not done
         return out
 
-    def done(self, task: str) -> set[str]:
-        """Unit keys whose newest stored line succeeded (a unit whose every row is an
-        error is not done, so the next run retries it)."""
-        newest: dict[str, dict] = {}
-        for unit in self._lines(task):
-            newest[unit["unit"]] = unit
-        return {key for key, unit in newest.items()
-                if not (unit["rows"] and all(r.get("status") == "error" for r in unit["rows"]))}
+    def read(self, task: str) -> TaskLines:
+        """The newest line per unit id and per displayed key (read once, then kept up to
+        date by :meth:`append`)."""
+        if task not in self._read:
+            lines = TaskLines()
+            for line in self._lines(task):
+                lines.add(line)
+            self._read[task] = lines
+        return self._read[task]
 
-    def stored(self, task: str) -> set[str]:
-        """Every unit key with a stored line, failed or not."""
-        return {u["unit"] for u in self._lines(task)}
-
-    def append(self, task: str, key: str, rows: list[dict], run_id: str) -> None:
+    def append(self, task: str, unit: str, rows: list[dict], run_id: str, key: dict | None = None,
+               inputs: dict | None = None) -> None:
         """Append one finished unit atomically (one write + fsync). A last line cut
         short by a kill is first closed with a newline, so it stays the only casualty."""
         self.root.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"unit": key, "run": run_id, "time": time.time(), "rows": rows}, default=_jsonable)
+        record = {"unit": unit, "key": key or {}, "inputs": inputs or {}, "run": run_id, "time": time.time(),
+                  "rows": rows}
+        line = json.dumps(record, default=_jsonable)
         path = self._file(task)
         with open(path, "a+b") as fh:
             if fh.tell() > 0:
@@ -138,6 +139,8 @@ class ResultStore:
             fh.write(line.encode("utf-8") + b"\n")
             fh.flush()
             os.fsync(fh.fileno())
+        if task in self._read:
+            self._read[task].add(json.loads(line))
 
     def tasks(self) -> list[str]:
         """Names of the tasks with stored results (read from each file's first unit)."""
@@ -154,26 +157,47 @@ class ResultStore:
                         break
         return names
 
-    def load(self, task: str | None = None, all_runs: bool = False) -> pd.DataFrame:
-        """Result rows as a DataFrame (newest line per unit unless ``all_runs``)."""
+    def load(self, task: str | None = None, units: set[str] | None = None, all_runs: bool = False) -> pd.DataFrame:
+        """Result rows as a DataFrame: the newest line per unit id (every line with
+        ``all_runs``), only the ids in ``units`` when given. Each row also gets its
+        unit's ``unit`` id, ``run`` and ``inputs``."""
         tasks = [task] if task else self.tasks()
         records = []
         for name in tasks:
-            units: dict[str, dict] = {}
-            lines = self._lines(name)
+            lines = self._lines(name) if all_runs else self.read(name).units.values()
             for unit in lines:
-                if all_runs:
-                    units[f"{unit['unit']}/{unit['run']}"] = unit
-                elif unit["unit"] not in units or unit["time"] >= units[unit["unit"]]["time"]:
-                    units[unit["unit"]] = unit
-            for unit in units.values():
-                for row in unit["rows"]:
-                    records.append({**row, "unit": unit["unit"], "run": unit["run"]})
+                if units is not None and unit["unit"] not in units:
+                    continue
+                extra = {"unit": unit["unit"], "run": unit["run"], "inputs": unit.get("inputs", {})}
+                records += [{**row, **extra} for row in unit["rows"]]
         df = pd.DataFrame.from_records(records)
         for col in COLUMNS:
             if col not in df:
                 df[col] = None
         return df
+
+
+@dataclass
+class TaskLines:
+    """One task's stored lines, the newest per unit id and per displayed key."""
+
+    units: dict[str, dict] = field(default_factory=dict)
+    by_display: dict[str, dict] = field(default_factory=dict)
+
+    def add(self, line: dict) -> None:
+        """Take a line (read or just written) into account; later lines win."""
+        if not isinstance(line, dict) or "unit" not in line or not isinstance(line.get("rows"), list):
+            return
+        self.units[line["unit"]] = line
+        if line.get("key"):
+            self.by_display[key_json(line["key"])] = line
+
+    @property
+    def done(self) -> set[str]:
+        """Unit ids whose newest line succeeded (a unit whose every row is an error is
+        not done, so the next run retries it)."""
+        return {uid for uid, line in self.units.items()
+                if not (line["rows"] and all(r.get("status") == "error" for r in line["rows"]))}
 
 
 def _jsonable(obj):

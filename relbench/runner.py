@@ -10,12 +10,15 @@ user error (e.g. an encoder returning NaN) is recorded and the run goes on to th
 from __future__ import annotations
 
 import contextlib
+import fnmatch
+import json
 import os
 import sys
 import time
 import traceback
 import uuid
 from collections.abc import Iterator
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ import torch
 from relbench import __version__
 from relbench.cache import EmbeddingCache, identity_key
 from relbench.config import EncoderSpec, PluginSpec, Suite, Task
+from relbench.identity import PROTOCOL_VERSION, explain, fingerprint, key_json
 from relbench.errors import BadEmbeddings, ConfigError, UserError
 from relbench.interfaces import (
     AnchorContext,
@@ -33,11 +37,14 @@ from relbench.interfaces import (
     Bank,
     DatasetData,
     EncoderContext,
+    USES,
     ResultRow,
+    UnitKey,
     progress_bar,
 )
 from relbench.plugins import Registry
-from relbench.results import ResultStore, environment, git_revision, unit_key
+from relbench.results import ResultStore, environment, git_revision
+from relbench.rows import TASK_ERROR, display_key, flat_row
 
 ID_VIEW = "id"  # pseudo-view whose items are the sample ids (for precomputed embeddings)
 
@@ -68,6 +75,52 @@ def check_finite(X: torch.Tensor, encoder: str, split: str) -> None:
 
 
 @dataclass
+class PlannedUnit:
+    """One unit of a task's plan: its key, displayed columns, inputs and identity."""
+
+    key: UnitKey
+    display: dict[str, Any]
+    inputs: dict[str, Any]
+    id: str
+
+
+@dataclass
+class TaskPlan:
+    """A task's units against the results store: what is reused and what is to compute.
+
+    ``stale`` maps a unit to the input fields that changed since the stored unit with
+    the same displayed key was computed; units in ``todo`` but not in ``stale`` are new
+    (or failed before, or ``--force``).
+    """
+
+    task: str
+    units: list[PlannedUnit]
+    done: set[str]
+    stale: dict[str, list[str]]
+
+    @property
+    def todo(self) -> list[PlannedUnit]:
+        """The units to compute, in plan order."""
+        return [u for u in self.units if u.id not in self.done]
+
+    def reasons(self) -> Counter:
+        """How many stale units changed for each set of fields (``"a.b, c"`` → count)."""
+        return Counter(", ".join(_shorten(fields)) for fields in self.stale.values())
+
+    def summary(self) -> dict[str, Any]:
+        """Counts for ``--dry-run`` and the run's summary (JSON-able)."""
+        todo = self.todo
+        return {"task": self.task, "units": len(self.units), "done": len(self.units) - len(todo),
+                "to_compute": len(todo), "stale": len(self.stale),
+                "stale_reasons": dict(self.reasons())}
+
+
+def _shorten(fields: list[str], most: int = 3) -> list[str]:
+    """At most ``most`` field paths, then how many more."""
+    return fields[:most] + ([f"{len(fields) - most} more"] if len(fields) > most else [])
+
+
+@dataclass
 class RunStats:
     """Counters the runner reports at the end."""
 
@@ -75,50 +128,130 @@ class RunStats:
     cached: int = 0
     units_done: int = 0
     units_skipped: int = 0
+    recomputed: Counter = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
     not_achievable: int = 0
 
 
 class TaskRun:
-    """The services a task kind uses while evaluating one task (see the module docstring)."""
+    """The services a task kind uses while evaluating one task (the runner's
+    :class:`~relbench.interfaces.TaskRunAPI`), and the task's plan and identities."""
 
     def __init__(self, runner: Runner, task: Task):
         self.runner = runner
         self.task = task
         self.kind = task.kind.build()
         self.device = resolve_device(task.device)
-        self._dataset: DatasetData | None = None
         self._banks: dict[str, dict[str, Bank]] = {}
         self._encoders: dict[str, Any] = {}
+        self._encoder_identities: dict[str, dict] = {}
         self._anchors: dict[str, Anchors] = {}
         self._pools: dict[str, dict[str, Bank]] = {}
-        self._done = runner.store.done(task.name) if not runner.force else set()
-        self.params = {s.label: s.full_params() for s in self._all_specs()}
-        self.kind_params = task.kind.full_params()
+        self._task_inputs: dict | None = None
+        self._plan: TaskPlan | None = None
+        self._by_display: dict[str, PlannedUnit] = {}
 
-    def _all_specs(self) -> list[PluginSpec]:
-        t = self.task
-        return [t.dataset, *t.encoders, *t.selectors, *t.similarities, *t.stitchers,
-                *[r for r in t.regularizers if r], *t.metrics]
+    # -------------------------------------------------------------- identity and plan
+
+    def encoder_identity(self, spec: EncoderSpec) -> dict[str, Any]:
+        """An encoder's identity: its plugin identity, weights fingerprint and view."""
+        if spec.label not in self._encoder_identities:
+            data = self.dataset()
+            view = self.encoder_view(spec.label)
+            weights = spec.build().fingerprint(self._encoder_ctx(spec, data, view))
+            self._encoder_identities[spec.label] = {**spec.identity(), "weights": weights, "view": view}
+        return self._encoder_identities[spec.label]
+
+    def task_inputs(self) -> dict[str, Any]:
+        """What every unit of the task depends on (see :mod:`relbench.identity`)."""
+        if self._task_inputs is None:
+            t = self.task
+            self._task_inputs = {
+                "protocol": PROTOCOL_VERSION,
+                "kind": t.kind.identity(),
+                "dataset": {**t.dataset.identity(), "fingerprint": self.dataset().fingerprint},
+                "encoders": {e.label: self.encoder_identity(e) for e in t.encoders},
+                "metrics": {m.label: m.identity() for m in t.metrics},
+                "num_anchors": t.num_anchors,
+            }
+        return self._task_inputs
+
+    def _describe(self, value: Any) -> Any:
+        """A unit-key value as it enters the inputs: a spec by its identity."""
+        if isinstance(value, EncoderSpec):
+            return self.encoder_identity(value)
+        if isinstance(value, PluginSpec):
+            return value.identity()
+        if isinstance(value, dict):
+            return {k: self._describe(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple, frozenset, set)):
+            return sorted((self._describe(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True,
+                                                                                        default=str))
+        return value
+
+    def plan(self) -> TaskPlan:
+        """The kind's units with their identities, checked against the store."""
+        if self._plan is None:
+            self._check_sizes()
+            base = self.task_inputs()
+            lines = self.runner.store.read(self.task.name)
+            units = []
+            for key in self.kind.plan(self.task):
+                unknown = set(key) - set(self.kind.columns) - {"seed", USES}
+                if unknown:
+                    raise TypeError(f"task kind {self.kind.name!r} planned a unit with columns {sorted(unknown)} it "
+                                    f"does not declare in `columns` {self.kind.columns}")
+                display = display_key(key)
+                inputs = {**base, "unit": {k: self._describe(v) for k, v in key.items()}}
+                unit = PlannedUnit(key, display, inputs, fingerprint(inputs))
+                units.append(unit)
+                self._by_display[key_json(display)] = unit
+            if len(self._by_display) != len(units):
+                raise TypeError(f"task kind {self.kind.name!r} planned two units with the same key")
+            done = set() if self.runner.force else {u.id for u in units if u.id in lines.done}
+            stale = {}
+            if not self.runner.force:
+                for u in units:
+                    old = lines.by_display.get(key_json(u.display))
+                    if u.id not in lines.units and old is not None and old.get("inputs"):
+                        stale[u.id] = explain(old["inputs"], u.inputs)
+            self._plan = TaskPlan(self.task.name, units, done, stale)
+        return self._plan
+
+    def _check_sizes(self) -> None:
+        """User errors that only the data reveal, before any work."""
+        train = self.dataset().splits["train"]
+        if self.task.selectors and self.task.num_anchors > len(train):
+            raise ConfigError(f"task {self.task.name!r}: num_anchors is {self.task.num_anchors} but data set "
+                              f"{self.task.dataset.label!r} has only {len(train)} training samples to draw anchors "
+                              f"from. Lower `num_anchors` or raise the data set's training size.")
+
+    def _planned(self, key: UnitKey) -> PlannedUnit:
+        self.plan()
+        unit = self._by_display.get(key_json(display_key(key)))
+        if unit is None:
+            raise TypeError(f"task kind {self.kind.name!r} computed unit {display_key(key)}, which its plan() does "
+                            f"not list; a kind's plan must be exact.")
+        return unit
 
     # -------------------------------------------------------------- data and embeddings
 
     def dataset(self) -> DatasetData:
-        """The task's data set (loaded once)."""
-        if self._dataset is None:
-            self._dataset = self.task.dataset.build().load()
-            self._check_dataset(self._dataset)
-        return self._dataset
+        """The task's data set (loaded once per run, shared by tasks of the same data set)."""
+        data = self.runner.dataset(self.task.dataset)
+        self._check_dataset(data)
+        return data
 
     def _check_dataset(self, data: DatasetData) -> None:
         for split in ("train", "test"):
             if split not in data.splits:
                 raise ConfigError(f"task {self.task.name!r}: data set {self.task.dataset.label!r} has no "
                                   f"{split!r} split (it has {sorted(data.splits)}).")
-        labels = data.splits["train"].labels
-        if labels is not None and len(np.unique(labels)) < 2 and self.kind.name == "stitching":
-            raise ConfigError(f"task {self.task.name!r}: data set {self.task.dataset.label!r} has a single class "
-                              f"in its training split; classification stitching needs at least two.")
+        try:
+            self.kind.check_data(self.task, data)
+        except ValueError as exc:
+            raise ConfigError(f"task {self.task.name!r} ({self.kind.name}), data set {self.task.dataset.label!r}: "
+                              f"{exc}") from None
 
     def encoder_view(self, label: str) -> str:
         """The view an encoder reads (its spec's ``view``, else the data set's first)."""
@@ -155,8 +288,8 @@ class TaskRun:
         ctx = self._encoder_ctx(spec, data, view)
         sp = data.splits[split]
         identity = {"encoder": spec.name, "params": encoder.params(), "weights": encoder.fingerprint(ctx),
-                    "plugin": self.runner.registry.package("encoder", spec.name),
-                    "data": data.fingerprint, "split": split, "view": view, "relbench": __version__}
+                    "plugin": spec.package, "data": data.fingerprint, "split": split, "view": view,
+                    "relbench": __version__}
         key = identity_key(identity)
         hit = self.runner.cache.get(key)
         for warning in self.runner.cache.warnings:
@@ -227,7 +360,7 @@ class TaskRun:
                 f"task {self.task.name!r}: anchor selector {selector.label!r} learns from the encoders' banks, and "
                 f"the {self.kind.name!r} task kind evaluates encoders without holding them out of anchor selection, "
                 f"so the anchors would have seen the space they are evaluated in. Use random, stratified or "
-                f"parallel anchors for this task, or a stitching task (which holds each source out).")
+                f"parallel anchors for this task, or a task kind that holds each source out.")
         excluded = frozenset(excluded) if sel.learns_from_banks else frozenset()
         key = f"{seed}/{selector.label}/{sorted(excluded)}"
         if key not in self._anchors:
@@ -248,20 +381,15 @@ class TaskRun:
 
     # -------------------------------------------------------------- results
 
-    def _key(self, key: dict) -> str:
-        return unit_key(self.task.name, {k: v for k, v in key.items()})
-
-    def is_done(self, key: dict) -> bool:
-        """Whether this unit is already in the results store (and not forced)."""
-        done = self._key(key) in self._done
-        if done:
-            self.runner.stats.units_skipped += 1
-        return done
+    def is_done(self, key: UnitKey) -> bool:
+        """Whether this unit is stored with its current identity (and not forced)."""
+        return self._planned(key).id in self.plan().done
 
     @contextlib.contextmanager
-    def unit(self, key: dict) -> Iterator[list[ResultRow]]:
+    def unit(self, key: UnitKey) -> Iterator[list[ResultRow]]:
         """Collect a unit's rows; store them atomically when the block succeeds, or
         store an error row (and go on) when it raises."""
+        planned = self._planned(key)
         rows: list[ResultRow] = []
         t0 = time.perf_counter()
         try:
@@ -274,34 +402,25 @@ class TaskRun:
             message = f"{type(exc).__name__}: {exc}"
             if not isinstance(exc, UserError):
                 message += "\n" + "".join(traceback.format_exception(exc)[-3:])
-            rows[:] = [ResultRow(metric="error", value=None, status="error", error=message)]
-            self.runner.stats.failures.append(f"{self.task.name} {key}: {type(exc).__name__}: {exc}")
+            rows[:] = [ResultRow(metric="error", value=None, direction="neutral", status="error", error=message)]
+            self.runner.stats.failures.append(f"{self.task.name} {planned.display}: {type(exc).__name__}: {exc}")
         seconds = time.perf_counter() - t0
-        self.runner.store.append(self.task.name, self._key(key),
-                                 [self._row(r, key, seconds) for r in rows], self.runner.run_id)
-        self._done.add(self._key(key))
+        stored = [self.row(r, planned, seconds) for r in rows]
+        self.runner.store.append(self.task.name, planned.id, stored, self.runner.run_id,
+                                 key=planned.display, inputs=planned.inputs)
+        plan = self.plan()
+        plan.done.add(planned.id)
         self.runner.stats.units_done += 1
+        if planned.id in plan.stale:
+            self.runner.stats.recomputed[", ".join(_shorten(plan.stale[planned.id]))] += 1
         self.runner.stats.not_achievable += sum(r.status == "not_achievable" for r in rows)
 
-    def _row(self, r: ResultRow, key: dict, seconds: float) -> dict:
-        row = {
-            "task": self.task.name, "kind": self.task.kind.name, "dataset": self.task.dataset.label,
-            "seed": key.get("seed"), "held_out": list(key.get("held_out", [])),
-            **{c: getattr(r, c) if getattr(r, c) != "-" else str(key.get(c, "-"))
-               for c in ("selector", "similarity", "stitcher", "regularizer", "source", "target")},
-            "metric": r.metric, "value": None if r.value is None else float(r.value),
-            "status": r.status, "error": r.error, "extra": r.extra,
-            "params": {lbl: self.params.get(lbl) for lbl in
-                       {str(key.get(c)) for c in ("selector", "similarity", "stitcher", "regularizer")}
-                       if lbl in self.params},
-            "encoder_params": {lbl: self.params.get(lbl) for lbl in (r.source, r.target) if lbl in self.params},
-            "dataset_params": self.params.get(self.task.dataset.label),
-            "kind_params": self.kind_params,
-            "num_anchors": self.task.num_anchors, "relbench": __version__, "git": git_revision(),
-            "device": str(self.device), "environment": environment(), "seconds": seconds,
-            "command": self.runner.command,
-        }
-        return row
+    def row(self, r: ResultRow, unit: PlannedUnit, seconds: float) -> dict:
+        """A stored result row: the unit's columns and the row's cell flat, its number
+        with its direction, and where it came from."""
+        return flat_row(self.task, self.kind, r, unit.display, unit.inputs) | {
+            "relbench": __version__, "git": git_revision(), "device": str(self.device),
+            "environment": environment(), "seconds": seconds, "command": self.runner.command}
 
     # -------------------------------------------------------------- presentation
 
@@ -336,6 +455,7 @@ class Runner:
         self.cache = EmbeddingCache(suite.cache_dir)
         self.stats = RunStats()
         self.run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+        self._datasets: dict[str, DatasetData] = {}
         self.command = command or "relbench run " + str(suite.file)
 
     def say(self, message: str) -> None:
@@ -346,37 +466,59 @@ class Runner:
             tqdm.write(message, file=sys.stderr)
 
     def tasks(self) -> list[Task]:
-        """The tasks selected by ``only`` (all by default)."""
+        """The tasks selected by ``only`` (names or glob patterns such as ``fashion-*``;
+        all by default), in the tasks file's order."""
         if not self.only:
             return self.suite.tasks
         names = [t.name for t in self.suite.tasks]
-        for name in self.only:
-            if name not in names:
+        for pattern in self.only:
+            if not fnmatch.filter(names, pattern):
                 from relbench.plugins import did_you_mean
 
-                raise ConfigError(f"--task {name!r} is not a task of {self.suite.file}; {did_you_mean(name, names)}")
-        return [t for t in self.suite.tasks if t.name in self.only]
+                raise ConfigError(f"--task {pattern!r} matches no task of {self.suite.file}; "
+                                  f"{did_you_mean(pattern, names)}")
+        return [t for t in self.suite.tasks if any(fnmatch.fnmatchcase(t.name, p) for p in self.only)]
+
+    def dataset(self, spec: PluginSpec) -> DatasetData:
+        """A data set, loaded once per run whatever the number of tasks that read it."""
+        key = json.dumps(spec.identity(), sort_keys=True, default=str)
+        if key not in self._datasets:
+            self._datasets[key] = spec.build().load()
+        return self._datasets[key]
+
+    def plans(self) -> list[TaskRun]:
+        """A :class:`TaskRun` per selected task with its plan made: every identity is
+        computed and every user error that the data reveal (a missing asset, too many
+        anchors, a view the data set lacks) is raised here, before any work."""
+        runs = []
+        for task in self.tasks():
+            resolve_device(task.device)  # `device: cuda` without a GPU stops the run before any work
+            task_run = TaskRun(self, task)
+            task_run.plan()
+            runs.append(task_run)
+        return runs
 
     def run(self) -> RunStats:
-        """Run the selected tasks; return the counters (failures included).
+        """Plan every selected task, then compute what is not done; return the counters.
 
-        A task that raises is recorded as a task-level error row and the run goes on to
-        the next task; the units it finished before failing are kept. A user error
-        (bad data, missing asset) is stored as its message; anything else also keeps
-        the end of its traceback, since it points at a bug in a plugin or in relbench.
-        The task-level error is cleared when a later run finishes the task.
+        Units stored with their current identity are reused; a task with nothing to do
+        loads no embeddings. A task that raises is recorded as a task-level error row
+        and the run goes on to the next task; the units it finished before failing are
+        kept. A user error (bad data, missing asset) is stored as its message; anything
+        else also keeps the end of its traceback, since it points at a bug in a plugin
+        or in relbench. The task-level error is cleared when a later run finishes the task.
         """
         self.store.ensure_writable()
         self.cache.ensure_writable()
-        for task in self.tasks():
-            resolve_device(task.device)  # `device: cuda` without a GPU stops the run before any work
-        for task in self.tasks():
+        for task_run in self.plans():
+            task, plan = task_run.task, task_run.plan()
+            todo = plan.todo
+            self.stats.units_skipped += len(plan.units) - len(todo)
+            if not todo:
+                continue
             t0 = time.perf_counter()
-            self.say(f"== task {task.name} ({task.kind.label}) ==")
-            task_run = None
-            error_key = unit_key(task.name, {"task_error": True})
+            self.say(f"== task {task.name} ({task.kind.label}): {len(todo)} of {len(plan.units)} units to compute ==")
             try:
-                task_run = TaskRun(self, task)
                 task_run.kind.run(task_run)
             except (KeyboardInterrupt, SystemExit):
                 raise
@@ -386,18 +528,10 @@ class Runner:
                     message += "\n" + "".join(traceback.format_exception(exc)[-4:])
                 self.stats.failures.append(f"{task.name}: {message.splitlines()[0]}")
                 self.say(f"task {task.name} failed: {message}")
-                self.store.append(task.name, error_key, [self._task_error_row(task, task_run, message)], self.run_id)
+                row = ResultRow(metric="error", value=None, direction="neutral", status="error", error=message)
+                self.store.append(task.name, TASK_ERROR, [flat_row(task, task_run.kind, row, {}, {})], self.run_id)
             else:
-                if error_key in self.store.stored(task.name):
-                    self.store.append(task.name, error_key, [], self.run_id)  # the task now finishes: clear it
+                if TASK_ERROR in self.store.read(task.name).units:
+                    self.store.append(task.name, TASK_ERROR, [], self.run_id)  # the task now finishes: clear it
             self.say(f"== task {task.name} finished in {time.perf_counter() - t0:.1f}s ==")
         return self.stats
-
-    def _task_error_row(self, task: Task, task_run: TaskRun | None, message: str) -> dict:
-        """The result row recording that a whole task failed."""
-        row = ResultRow(metric="error", value=None, status="error", error=message)
-        if task_run is not None:
-            return task_run._row(row, {}, 0.0)
-        return {"task": task.name, "kind": task.kind.name, "dataset": task.dataset.label, "metric": "error",
-                "value": None, "status": "error", "error": message, "relbench": __version__,
-                "git": git_revision(), "command": self.command}

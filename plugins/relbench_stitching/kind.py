@@ -1,5 +1,10 @@
 """The zero-shot stitching protocol: the task kind most relbench tasks use.
 
+Columns: ``selector``, ``similarity``, ``stitcher``, ``regularizer`` (the grid's
+combination; a part the stitcher does not use is empty), ``target`` (the decoder's
+encoder), ``source`` (the encoder evaluated through it) and ``held_out`` (encoders kept
+out of anchor selection and fitting).
+
 For every seed and every combination of the grid, a decoder is fitted on each target
 (decoder-side) encoder's training bank and evaluated on every source (encoder-side)
 encoder's test bank. With a selector that does not learn from the banks this costs E
@@ -20,9 +25,12 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from relbench import hookimpl
-from relbench.config import PluginSpec, Task
-from relbench.interfaces import FitContext, NotAchievable, ResultRow, StitchSide, TaskKind
+import pandas as pd
+
+from relbench.config import EncoderSpec, PluginSpec, Task
+from relbench.interfaces import DatasetData, FitContext, NotAchievable, ResultRow, StitchSide, TaskKind, TaskRunAPI, UnitKey
+from relbench.pages import Page
+from relbench_stitching import page as pages
 
 NONE = "-"
 
@@ -42,6 +50,14 @@ class Combination:
                 "similarity": self.similarity.label if self.similarity else NONE,
                 "stitcher": self.stitcher.label,
                 "regularizer": self.regularizer.label if self.regularizer else NONE}
+
+    def specs(self) -> dict[str, PluginSpec]:
+        """The plugins of the combination by column (parts it does not use left out)."""
+        return {col: spec for col, spec in zip(COMBO, (self.selector, self.similarity, self.stitcher,
+                                                      self.regularizer)) if spec is not None}
+
+
+COMBO = ("selector", "similarity", "stitcher", "regularizer")
 
 
 def expand_grid(task: Task) -> list[Combination]:
@@ -83,7 +99,9 @@ class Stitching(TaskKind):
     """
 
     name: ClassVar[str] = "stitching"
+    columns: ClassVar[tuple[str, ...]] = (*COMBO, "source", "target", "held_out")
     holds_out_sources: ClassVar[bool] = True
+    is_default: ClassVar[bool] = True
     protocol: Literal["all-pairs", "held-out"] = "all-pairs"
     held_out: list[str] = field(default_factory=list)
 
@@ -99,38 +117,60 @@ class Stitching(TaskKind):
             raise ValueError(f"held_out names {unknown}, which are not encoder labels of this task ({labels}).")
         if self.held_out and self.protocol != "held-out":
             raise ValueError("held_out is used only with `protocol: held-out`; add it or remove held_out.")
-        if self.protocol == "held-out" and len(labels) < 2:
-            raise ValueError("the held-out protocol needs at least two encoders (one held out, one to train on).")
+        if len(labels) < 2:
+            raise ValueError(f"a stitching task needs at least two encoders (a decoder fitted on one, evaluated on "
+                             f"another); it has {len(labels)}. Add an encoder, or use another task kind.")
 
-    def plan(self, task: Task) -> list[tuple[int, Combination, str, list[str], frozenset[str]]]:
-        """Every unit of work: (seed, combination, target, sources, excluded encoders).
+    def check_data(self, task: Task, data: DatasetData) -> None:
+        """Classification stitching needs at least two classes in the training split."""
+        labels = data.splits["train"].labels
+        if labels is not None and len(np.unique(labels)) < 2:
+            raise ValueError("the training split has a single class; classification stitching needs at least two.")
+
+    def units(self, task: Task) -> list[tuple[int, Combination, EncoderSpec, list[EncoderSpec], list[EncoderSpec]]]:
+        """Every unit of work: (seed, combination, target, sources, held-out encoders).
 
         One decoder is fitted per unit. Selectors that learn from the banks, and the
-        held-out protocol, get one unit per (source, target) with the source excluded.
+        held-out protocol, get one unit per (source, target) with the source held out.
         """
-        labels = [e.label for e in task.encoders]
+        encoders = list(task.encoders)
+        by_label = {e.label: e for e in encoders}
         out = []
         for seed in task.seeds:
             for combo in expand_grid(task):
                 learns = combo.selector is not None and combo.selector.cls.learns_from_banks
                 if self.protocol == "held-out" or learns:
-                    for source in self.held_out or labels:
+                    for source in [by_label[h] for h in self.held_out] or encoders:
                         if combo.stitcher.cls.diagonal_only:
                             targets = [source]
                         elif self.protocol == "held-out":
-                            targets = [t for t in labels if t != source]
+                            targets = [t for t in encoders if t is not source]
                         else:
-                            targets = labels
-                        out += [(seed, combo, target, [source], frozenset({source})) for target in targets]
+                            targets = encoders
+                        out += [(seed, combo, target, [source], [source]) for target in targets]
                 else:
-                    for target in labels:
-                        sources = [target] if combo.stitcher.cls.diagonal_only else labels
-                        out.append((seed, combo, target, sources, frozenset()))
+                    for target in encoders:
+                        sources = [target] if combo.stitcher.cls.diagonal_only else encoders
+                        out.append((seed, combo, target, sources, []))
         return out
 
-    def run(self, run) -> None:
+    @staticmethod
+    def _key(seed: int, combo: Combination, target: EncoderSpec, held_out: list[EncoderSpec]) -> UnitKey:
+        key: UnitKey = {"seed": seed, **combo.specs(), "target": target}
+        if held_out:
+            key["held_out"] = held_out
+        return key
+
+    def plan(self, task: Task) -> list[UnitKey]:
+        """One unit per (seed, combination, target[, held-out encoder])."""
+        return [self._key(seed, combo, target, held) for seed, combo, target, _, held in self.units(task)]
+
+    def run(self, run: TaskRunAPI) -> None:
         """Evaluate every (seed, combination, target) unit not yet stored."""
         task = run.task
+        todo = [u for u in self.units(task) if not run.is_done(self._key(u[0], u[1], u[2], u[4]))]
+        if not todo:
+            return
         labels = [e.label for e in task.encoders]
         train, test = run.banks("train"), run.banks("test")
         data = run.dataset()
@@ -157,18 +197,14 @@ class Stitching(TaskKind):
             A = run.realise(anchors, label) if anchors is not None else None
             return StitchSide(encoder=label, train=train[label], test=test[label], anchors=A, similarity=sim)
 
-        todo = self.plan(task)
         current_seed = None
-        for seed, combo, target, sources, excluded in run.progress(todo, desc="fit+evaluate", total=len(todo)):
+        for seed, combo, target_spec, source_specs, held in run.progress(todo, desc="fit+evaluate", total=len(todo)):
             if seed != current_seed:  # sides hold relative features: keep one seed's at a time
                 sides.clear()
                 current_seed = seed
-            key = {"seed": seed, **combo.key(), "target": target}
-            if excluded:
-                key["held_out"] = sorted(excluded)
-            if run.is_done(key):
-                continue
-            with run.unit(key) as rows:
+            target, sources = target_spec.label, [s.label for s in source_specs]
+            excluded = frozenset(h.label for h in held)
+            with run.unit(self._key(seed, combo, target_spec, held)) as rows:
                 anchors = run.anchors(seed, combo.selector, excluded) if combo.selector else None
                 stitcher = combo.stitcher.build()
                 regs = [combo.regularizer.build()] if combo.regularizer else []
@@ -188,31 +224,37 @@ class Stitching(TaskKind):
                          "role": "reference" if cls.diagonal_only or not cls.uses_anchors else "method",
                          "anchors": len(anchors) if anchors is not None else 0, **(anchors.info if anchors else {})}
                 for source in sources:
-                    rows += _evaluate(stitcher, side(source, combo, anchors), target, metrics, extra)
+                    rows += _evaluate(stitcher, side(source, combo, anchors), metrics, extra)
 
-    def leaderboard(self, df, page) -> str:
-        """Ranking, references, achievable pairs and a heatmap (see relbench.leaderboard)."""
-        from relbench.leaderboard import stitching_page
+    def page(self, results: pd.DataFrame, page: Page) -> str:
+        """Ranking, references, achievable pairs, heatmaps and, for ``protocol:
+        held-out``, PARAM's Figure 1 view (see :mod:`relbench_stitching.page`)."""
+        return pages.stitching_page(results, page, held_out=self.protocol == "held-out")
 
-        return stitching_page(df, page)
+    def headline(self, results: pd.DataFrame) -> dict | None:
+        """The best non-reference combination, its stitched score and the non-stitched reference."""
+        return pages.headline(results)
+
+    def ranking(self, results: pd.DataFrame) -> list[str] | None:
+        """Non-reference combinations, best first (by achievable pairs, then stitched score)."""
+        return pages.ranking(results)
+
+    def claim_rows(self, results: pd.DataFrame) -> pd.DataFrame:
+        """Stitched cells only: a decoder evaluated on another encoder than its own."""
+        return results[results["source"] != results["target"]]
 
 
-def _evaluate(stitcher, source: StitchSide, target: str, metrics, extra: dict) -> list[ResultRow]:
-    cell = {"source": source.encoder, "target": target, "extra": extra}
+def _evaluate(stitcher, source: StitchSide, metrics, extra: dict) -> list[ResultRow]:
+    cell = {"source": source.encoder}
     try:
         pred = stitcher.predict(source)
     except NotAchievable as exc:
-        return [ResultRow(metric=m, value=None, status="not_achievable", error=str(exc), **cell) for m, _ in metrics]
+        return [ResultRow(metric=m, value=None, direction=metric.direction(), cell=cell, status="not_achievable",
+                          error=str(exc), extra=extra) for m, metric in metrics]
     y_true = source.test.labels.cpu().numpy()
     y_pred = pred.logits.argmax(dim=1).cpu().numpy()
-    rows = [ResultRow(metric=label, value=float(metric.compute(y_true, y_pred)), **cell) for label, metric in metrics]
-    rows += [ResultRow(metric=name, value=float(value), **cell) for name, value in pred.extras.items()
-             if value is not None and np.isfinite(value)]
+    rows = [ResultRow(metric=label, value=float(metric.compute(y_true, y_pred)), direction=metric.direction(),
+                      cell=cell, extra=extra) for label, metric in metrics]
+    rows += [ResultRow(metric=name, value=float(d.value), direction=d.direction, cell=cell, extra=extra)
+             for name, d in pred.extras.items() if d.value is not None and np.isfinite(d.value)]
     return rows
-
-
-@hookimpl
-def relbench_task_kinds():
-    """The harness's own protocol."""
-    return [Stitching]
-

@@ -1,0 +1,286 @@
+"""The stitching kind's page: ranking by stitched score, reference rows, achievable
+pairs, diagnostics, heatmaps and PARAM's held-out view, from stored rows alone.
+Directions come from the rows (``direction`` column), never from metric names."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from tabulate import tabulate
+
+from relbench.pages import Page, arrow, directions, fmt, lower_is_better, slug
+
+COMBO = ["selector", "similarity", "stitcher", "regularizer"]
+
+
+def combo_label(row) -> str:
+    """A readable combination label from the four grid columns."""
+    return " · ".join(str(row[c]) for c in COMBO if row[c] not in (None, "-"))
+
+
+def is_reference(df: pd.DataFrame) -> pd.Series:
+    """Rows produced by reference stitchers (absolute heads, non-stitched)."""
+    return df["extra"].map(lambda e: isinstance(e, dict) and e.get("role") == "reference")
+
+
+# ----------------------------------------------------------------------------- stitching pages
+
+
+def stitching_scores(df: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per combination: stitched (off-diagonal) and own-space (diagonal) means ± std over seeds,
+    and achievable pairs."""
+    d = df[df["metric"] == metric].copy()
+    d["diag"] = d["source"] == d["target"]
+    out = []
+    for combo, g in d.groupby(COMBO, sort=False, dropna=False):
+        off, diag = g[~g["diag"]], g[g["diag"]]
+        ok_off = off[off["status"] == "ok"]
+        per_seed = ok_off.groupby("seed")["value"].mean()
+        own = diag[diag["status"] == "ok"].groupby("seed")["value"].mean()
+        pairs = off.drop_duplicates(["source", "target"])
+        achievable = ok_off.drop_duplicates(["source", "target"])
+        out.append({**dict(zip(COMBO, combo)), "stitched": per_seed.mean() if len(per_seed) else np.nan,
+                    "stitched_std": per_seed.std(ddof=0) if len(per_seed) > 1 else np.nan,
+                    "own": own.mean() if len(own) else np.nan,
+                    "own_std": own.std(ddof=0) if len(own) > 1 else np.nan,
+                    "achievable": f"{len(achievable)}/{len(pairs)}" if len(pairs) else "-",
+                    "coverage": len(achievable) / len(pairs) if len(pairs) else 1.0,
+                    "reference": bool(is_reference(g).any()), "seeds": len(per_seed) or len(own)})
+    return pd.DataFrame(out)
+
+
+def ranked(scores: pd.DataFrame, direction: str) -> pd.DataFrame:
+    """Combinations best first: those reaching more encoder pairs come first (a method
+    that stitches one pair of twelve does not outrank one that stitches all twelve),
+    then by stitched score in the metric's declared direction."""
+    return scores.sort_values(["coverage", "stitched"], ascending=[False, lower_is_better(direction)],
+                              na_position="last")
+
+
+def _heatmap(df: pd.DataFrame, metric: str, combo: dict, page: Page, title: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = df[(df["metric"] == metric)]
+    for c in COMBO:
+        d = d[d[c] == combo[c]]
+    encoders = list(pd.unique(pd.concat([d["target"], d["source"]])))
+    M = np.full((len(encoders), len(encoders)), np.nan)
+    for (src, tgt), g in d.groupby(["source", "target"]):
+        ok = g[g["status"] == "ok"]["value"]
+        if len(ok):
+            M[encoders.index(src), encoders.index(tgt)] = ok.mean()
+    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(encoders), 1.0 + 0.8 * len(encoders)))
+    im = ax.imshow(np.ma.masked_invalid(M), cmap="viridis", vmin=np.nanmin(M) if np.isfinite(M).any() else 0,
+                   vmax=np.nanmax(M) if np.isfinite(M).any() else 1)
+    ax.set_facecolor("#cccccc")
+    for i in range(len(encoders)):
+        for j in range(len(encoders)):
+            ax.text(j, i, "n/a" if np.isnan(M[i, j]) else f"{M[i, j]:.2f}", ha="center", va="center",
+                    color="white" if np.isnan(M[i, j]) or M[i, j] < np.nanmean(M) else "black", fontsize=8)
+    ax.set_xticks(range(len(encoders)), encoders, rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(range(len(encoders)), encoders, fontsize=8)
+    ax.set_xlabel("decoder (target)")
+    ax.set_ylabel("encoder (source)")
+    ax.set_title(title, fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    path, link = page.figure(f"heatmap-{slug(title)}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return link
+
+
+def held_out_section(df: pd.DataFrame, metric: str, page: Page) -> str:
+    """PARAM's Figure 1 view of a held-out protocol: per held-out encoder, each combination's
+    zero-shot score (mean over the decoders trained without it, ± std over seeds) as bars, and
+    that encoder's own absolute head (the non-stitched reference) as a dotted line. Empty
+    when the task has no held-out rows."""
+    d = scored = df[(df["metric"] == metric) & (df["status"] == "ok")]
+    if d.empty:
+        return ""
+    encoders = list(pd.unique(d["source"]))
+    stitched = d[(d["source"] != d["target"]) & ~is_reference(d)]
+    stitched = stitched.assign(combo=[combo_label(r) for _, r in stitched.iterrows()])
+    combos = list(pd.unique(stitched["combo"]))
+    own = scored[scored["stitcher"] == "non-stitched"]
+    mean = {(c, e): np.nan for c in combos for e in encoders}
+    std = dict(mean)
+    for (c, e), g in stitched.groupby(["combo", "source"]):
+        per_seed = g.groupby("seed")["value"].mean()
+        mean[c, e], std[c, e] = per_seed.mean(), (per_seed.std(ddof=0) if len(per_seed) > 1 else np.nan)
+    reference = {e: own[own["source"] == e]["value"].mean() for e in encoders}
+    rows = [[c, *[fmt(mean[c, e], std[c, e]) for e in encoders]] for c in combos]
+    rows.append(["own absolute head (reference)", *[fmt(reference[e]) for e in encoders]])
+    link = _held_out_figure(encoders, combos, mean, std, reference, metric, page)
+    return ("\n### Held-out encoders (PARAM, Figure 1)\n\n"
+            f"Zero-shot {metric} of each held-out encoder through decoders trained on the other encoders "
+            "(anchors chosen without it), mean over those decoders, ± std over seeds; the dotted line "
+            "is the held-out encoder's own absolute head.\n\n"
+            + tabulate(rows, headers=["combination", *[f"held out: {e}" for e in encoders]], tablefmt="pipe",
+                       disable_numparse=True)
+            + f"\n\n![held-out encoders]({link})\n")
+
+
+def _held_out_figure(encoders, combos, mean, std, reference, metric, page: Page) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    width = 0.8 / max(1, len(combos))
+    fig, ax = plt.subplots(figsize=(1.5 + 1.6 * len(encoders), 4.2))
+    for i, c in enumerate(combos):
+        xs = [j - 0.4 + width * (i + 0.5) for j in range(len(encoders))]
+        ax.bar(xs, [mean[c, e] for e in encoders], width,
+               yerr=[0 if np.isnan(std[c, e]) else std[c, e] for e in encoders], label=c, capsize=2)
+    for j, e in enumerate(encoders):
+        ax.hlines(reference[e], j - 0.45, j + 0.45, colors="black", linestyles="dotted")
+    ax.set_xticks(range(len(encoders)), [f"held out: {e}" for e in encoders], fontsize=8)
+    ax.set_ylabel(f"zero-shot {metric}")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
+    fig.tight_layout()
+    path, link = page.figure(f"held-out-{slug(metric)}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return link
+
+
+def common_metrics(df: pd.DataFrame) -> list[str]:
+    """Metrics every combination reports (the task's metrics), in task order; per-cell
+    diagnostics that only some stitchers emit (e.g. IRP's reconstruction cosine) are not."""
+    per_combo = df[df["metric"] != "error"].groupby(COMBO, dropna=False)["metric"].agg(set)
+    shared = set.intersection(*per_combo) if len(per_combo) else set()
+    return [m for m in metric_order(df) if m in shared]
+
+
+def _prepared(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows with the combination's unused parts shown as ``-``."""
+    df = df.copy()
+    for col in COMBO + ["source", "target"]:
+        if col not in df:
+            df[col] = None
+        df[col] = df[col].fillna("-")
+    return df
+
+
+def metric_order(df: pd.DataFrame) -> list[str]:
+    """Metrics in the order they were emitted (the task's order), errors excluded."""
+    return [m for m in pd.unique(df["metric"]) if m != "error"]
+
+
+def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False) -> str:
+    """Body of a stitching task's page (``held_out``: the task uses the held-out protocol)."""
+    df = _prepared(df)
+    metrics = common_metrics(df)
+    if not metrics:
+        return "_No finished results yet._\n"
+    direction = directions(df)
+    primary = metrics[0]
+    scores = {m: stitching_scores(df, m) for m in metrics}
+    base = scores[primary]
+    reverse = not lower_is_better(direction[primary])
+    methods = ranked(base[~base["reference"]], direction[primary])
+    refs = base[base["reference"]]
+    lines = []
+
+    def rows_for(table: pd.DataFrame, numbered: bool) -> list[list[str]]:
+        out = []
+        best = table["stitched"].max() if reverse else table["stitched"].min()
+        for rank, (_, r) in enumerate(table.iterrows(), 1):
+            stitched = fmt(r["stitched"], r["stitched_std"])
+            if numbered and r["stitched"] == best and not math.isnan(best):
+                stitched = f"**{stitched}**"
+            row = ([rank] if numbered else []) + [r[c] for c in COMBO] + [stitched]
+            for m in metrics[1:]:
+                other = scores[m]
+                match = other[(other[COMBO] == r[COMBO]).all(axis=1)]
+                row.append(fmt(match["stitched"].iloc[0], match["stitched_std"].iloc[0]) if len(match) else "n/a")
+            row += [fmt(r["own"], r["own_std"]), r["achievable"]]
+            out.append(row)
+        return out
+
+    headers = ["selector", "similarity", "stitcher", "regularizer", f"stitched {arrow(primary, direction[primary])}"] + \
+        [f"stitched {arrow(m, direction[m])}" for m in metrics[1:]] + \
+        [f"own space {arrow(primary, direction[primary])}", "achievable pairs"]
+    extras_cols = [m for m in metric_order(df) if m not in metrics]
+    lines.append(f"### Ranking by stitched {primary} (mean over encoder pairs; mean ± std over seeds)\n")
+    lines.append("*stitched*: decoder fitted on one encoder, evaluated zero-shot on another (off-diagonal "
+                 "pairs); *own space*: the same decoder on its own encoder (diagonal); *achievable pairs*: "
+                 "off-diagonal pairs the method can evaluate at all.\n")
+    lines.append(tabulate(rows_for(methods, True), headers=["#"] + headers, tablefmt="pipe", disable_numparse=True))
+    if len(refs):
+        lines.append("\n### Reference rows\n")
+        lines.append("Absolute heads (no translation) and the non-stitched upper bound (each decoder on its own "
+                     "encoder).\n")
+        lines.append(tabulate(rows_for(refs, False), headers=headers, tablefmt="pipe", disable_numparse=True))
+    both = df[df["extra"].map(lambda e: isinstance(e, dict) and e.get("needs_both_spaces", False))]
+    if len(both):
+        names = sorted(pd.unique(both["stitcher"]))
+        lines.append(f"\nStitchers that need **both spaces at fit time** (a map estimated on parallel anchors): "
+                     f"{', '.join(names)}. The others fit on the decoder side alone.\n")
+    if extras_cols:
+        lines.append("\n### Translation diagnostics (mean over stitched pairs and seeds)\n")
+        diag_rows = []
+        for _, r in methods.iterrows():
+            vals = []
+            for m in extras_cols:
+                d = df[(df["metric"] == m) & (df["status"] == "ok") & (df["source"] != df["target"])]
+                for c in COMBO:
+                    d = d[d[c] == r[c]]
+                vals.append(fmt(d["value"].mean()) if len(d) else "-")
+            if any(v != "-" for v in vals):
+                diag_rows.append([combo_label(r), *vals])
+        if diag_rows:
+            lines.append(tabulate(diag_rows, headers=["combination"] + [arrow(m, direction[m]) for m in extras_cols],
+                                  tablefmt="pipe", disable_numparse=True))
+    if len(methods) and not math.isnan(methods["stitched"].iloc[0]):
+        top = methods.iloc[0]
+        link = _heatmap(df, primary, dict(top[COMBO]), page, f"{primary} {combo_label(top)}")
+        lines.append(f"\n### Per-pair {primary} of the best combination ({combo_label(top)})\n")
+        lines.append(f"![heatmap]({link})\n")
+        absolute = refs[refs["achievable"] != "-"]
+        for _, r in absolute.iterrows():
+            link = _heatmap(df, primary, dict(r[COMBO]), page, f"{primary} {combo_label(r)}")
+            lines.append(f"Reference for comparison ({combo_label(r)}):\n\n![heatmap]({link})\n")
+    if held_out:
+        lines.append(held_out_section(df, primary, page))
+    errors = df[df["status"] == "error"]
+    if len(errors):
+        lines.append(f"\n### Failed combinations ({len(errors)})\n")
+        err_rows = [[combo_label(r), r["target"], str(r["error"]).splitlines()[0][:160]]
+                    for _, r in errors.drop_duplicates(COMBO + ["target"]).iterrows()]
+        lines.append(tabulate(err_rows, headers=["combination", "target", "error"], tablefmt="pipe"))
+    return "\n".join(lines) + "\n"
+
+
+def headline(df: pd.DataFrame) -> dict | None:
+    """Best non-reference combination, its score and the non-stitched reference."""
+    df = _prepared(df)
+    metrics = common_metrics(df)
+    if not metrics:
+        return None
+    primary = metrics[0]
+    s = stitching_scores(df, primary)
+    methods = s[~s["reference"]].dropna(subset=["stitched"])
+    if not len(methods):
+        return None
+    best = ranked(methods, directions(df)[primary]).iloc[0]
+    ref = s[s["reference"]]["own"].max() if s["reference"].any() else np.nan
+    return {"metric": primary, "best": combo_label(best), "score": best["stitched"],
+            "std": best["stitched_std"], "reference": ref}
+
+
+def ranking(df: pd.DataFrame) -> list[str]:
+    """Non-reference combinations with a stitched score, best first."""
+    df = _prepared(df)
+    metric = next(iter(common_metrics(df)), None)
+    if metric is None:
+        return []
+    s = stitching_scores(df, metric)
+    s = ranked(s[~s["reference"]].dropna(subset=["stitched"]), directions(df)[metric])
+    return [combo_label(r) for _, r in s.iterrows()]

@@ -1,0 +1,109 @@
+"""Flat, portable export of results: Parquet, CSV or JSON lines that load without relbench.
+
+The results store (:meth:`relbench.results.ResultStore.load`) gives one row per (unit,
+metric) whose columns may hold nested dicts (``params`` = {label: {param: value}},
+``extra`` …) and lists (``held_out``). :func:`flatten` turns that into plain columns
+(``params.relative.epochs``) of one type each; :func:`write` saves the result, so that
+pandas, DuckDB or a spreadsheet can read it directly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import is_scalar
+
+#: the file formats :func:`write` knows
+FORMATS = ("parquet", "csv", "jsonl")
+
+# the pandas type of a column whose values are all of one kind (missing values allowed)
+_NULLABLE = {"bool": "boolean", "int": "Int64", "float": "Float64"}
+
+
+def flatten(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` with only flat, single-typed columns.
+
+    Every column holding dicts is replaced by one column per leaf, named by its dotted
+    path (``params.relative.epochs``); an empty dict gives no column. Lists and other
+    non-scalar values become JSON text. Columns of integers, floats or booleans (missing
+    values allowed) get pandas' nullable ``Int64``, ``Float64`` or ``boolean`` type; a
+    column whose values mix types (an int in one row, a string in another) becomes text.
+    Columns that are not expanded keep their order; the expanded ones follow, sorted.
+    """
+    dict_cols = [c for c in df.columns if df[c].map(lambda v: isinstance(v, dict)).any()]
+    leaves: dict[str, list[Any]] = {}
+    for i, row in enumerate(df[dict_cols].itertuples(index=False)):
+        for col, value in zip(dict_cols, row):
+            if is_scalar(value) and pd.isna(value):
+                continue  # this row has nothing under that column
+            for name, leaf in _leaves(str(col), value):
+                leaves.setdefault(name, [None] * len(df))[i] = leaf
+    columns = {name: df[name] for name in df.columns if name not in dict_cols}
+    columns.update((name, pd.Series(leaves[name], index=df.index, dtype=object)) for name in sorted(leaves))
+    return pd.DataFrame({name: _uniform(col) for name, col in columns.items()}, index=df.index)
+
+
+def write(df: pd.DataFrame, path: Path, fmt: str) -> Path:
+    """Flatten ``df`` (see :func:`flatten`) and write it to ``path`` as ``fmt``.
+
+    ``fmt`` is one of :data:`FORMATS`: ``parquet`` (through pyarrow), ``csv`` (with a
+    header line) or ``jsonl`` (one JSON object per row). Missing parent folders are
+    created. Returns ``path``; raises ``ValueError`` for another format.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}.")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flat = flatten(df)
+    if fmt == "parquet":
+        flat.to_parquet(path, engine="pyarrow", index=False)
+    elif fmt == "csv":
+        flat.to_csv(path, index=False)
+    else:
+        flat.to_json(path, orient="records", lines=True, force_ascii=False)
+    return path
+
+
+def _leaves(prefix: str, value: Any) -> Iterator[tuple[str, Any]]:
+    """(dotted name, value) of every leaf under ``value``; nothing for an empty dict."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _leaves(f"{prefix}.{key}", inner)
+    else:
+        yield prefix, value
+
+
+def _uniform(col: pd.Series) -> pd.Series:
+    """One column with a single type: non-scalars as JSON text, then a nullable numeric or
+    boolean type when every value allows it, text when the values mix types."""
+    if col.dtype != object:
+        return col
+    values = [v if is_scalar(v) else json.dumps(v, default=_json_default) for v in col]
+    kinds = {_kind(v) for v in values if not pd.isna(v)} or {"none"}
+    if kinds == {"int", "float"}:
+        kinds = {"float"}
+    if len(kinds) > 1:
+        values, kinds = [v if pd.isna(v) else str(v) for v in values], {"str"}
+    return pd.Series(values, index=col.index, name=col.name, dtype=_NULLABLE.get(kinds.pop(), object))
+
+
+def _kind(value: Any) -> str:
+    """The kind of a scalar, with numpy scalars counted as their Python counterparts."""
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(value, (int, np.integer)):
+        return "int"
+    if isinstance(value, (float, np.floating)):
+        return "float"
+    return type(value).__name__
+
+
+def _json_default(value: Any) -> Any:
+    """What ``json.dumps`` writes for objects it does not know: numpy arrays and scalars
+    as lists and numbers, anything else as its ``str``."""
+    return value.tolist() if hasattr(value, "tolist") else str(value)

@@ -1,0 +1,77 @@
+"""What a task kind needs to draw its leaderboard page: where figures go, and how
+numbers and their directions are written. Kinds import this module (through
+:mod:`relbench.api`), never the leaderboard renderer."""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from relbench.results import ResultStore
+
+ARROWS = {"higher": "↑", "lower": "↓", "neutral": ""}
+
+
+@dataclass
+class Page:
+    """Where one task's page and figures go, and where the figures its run drew are stored."""
+
+    root: Path
+    task: str
+    store: ResultStore | None = None
+
+    def figure(self, filename: str) -> tuple[Path, str]:
+        """``(path to write, markdown-relative link)`` of a figure of this page."""
+        folder = self.root / "figures" / self.task
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / filename, f"figures/{self.task}/{filename}"
+
+    def stored_figure(self, filename: str) -> str | None:
+        """Link to a figure drawn during the run (kept in the results store, see
+        :meth:`ResultStore.figure_path`), copied next to the page; None if there is none."""
+        source = self.store.figure_path(self.task, filename) if self.store else None
+        if source is None or not source.exists():
+            return None
+        path, link = self.figure(filename)
+        if path.resolve() != source.resolve():
+            shutil.copyfile(source, path)
+        return link
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a label: runs of other characters become ``-``."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:60]
+
+
+def fmt(mean: float, std: float | None = None, scale: float = 1.0) -> str:
+    """``mean ± std`` with sensible digits; ``n/a`` for missing values."""
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "n/a"
+    if std is None or (isinstance(std, float) and math.isnan(std)):
+        return f"{mean * scale:.3f}"
+    return f"{mean * scale:.3f} ± {std * scale:.3f}"
+
+
+def directions(results: pd.DataFrame) -> dict[str, str]:
+    """Metric → its declared direction, as the rows carry it (``neutral`` if rows of
+    one metric disagree, which a page must not guess about)."""
+    if results.empty or "direction" not in results:
+        return {}
+    found = results.dropna(subset=["direction"]).groupby("metric")["direction"].agg(set)
+    return {metric: next(iter(d)) if len(d) == 1 else "neutral" for metric, d in found.items()}
+
+
+def arrow(metric: str, direction: str) -> str:
+    """The metric's name with ↑ (higher is better), ↓ (lower) or nothing (neutral)."""
+    mark = ARROWS.get(direction, "")
+    return f"{metric} {mark}" if mark else metric
+
+
+def lower_is_better(direction: str) -> bool:
+    """Whether a ranking by this direction sorts ascending."""
+    return direction == "lower"

@@ -1,0 +1,68 @@
+"""How a unit's key and a plugin's :class:`~relbench.interfaces.ResultRow` become a
+stored, flat result row. The runner and :class:`relbench.testing.TaskRunDouble` both
+use it, so a kind tested against the double sees the rows the store would hold."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from relbench.config import PluginSpec, Task
+from relbench.interfaces import USES, ResultRow, TaskKind, UnitKey
+
+#: the unit id under which a whole task's failure is stored (not a unit of any plan)
+TASK_ERROR = "task-error"
+
+
+def display_key(key: UnitKey) -> dict[str, Any]:
+    """A unit key as shown and stored: every plugin spec by its label, a list of them
+    as its sorted labels joined by commas (a flat, hashable column); the :data:`USES`
+    entry, which only enters the fingerprint, is left out."""
+    def shown(value: Any) -> Any:
+        if isinstance(value, PluginSpec):
+            return value.label
+        if isinstance(value, (list, tuple, set, frozenset)):
+            return ",".join(sorted(str(shown(v)) for v in value))
+        return value
+
+    return {k: shown(v) for k, v in key.items() if k != USES}
+
+
+def packages(inputs: Any) -> list[str]:
+    """Every distribution ("name version") named in a unit's inputs, sorted."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if isinstance(value.get("package"), str) and value["package"]:
+                found.add(value["package"])
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(inputs)
+    return sorted(found)
+
+
+def flat_row(task: Task, kind: TaskKind, r: ResultRow, display: dict[str, Any], inputs: dict[str, Any]) -> dict:
+    """One stored row: task, kind, data set, seed, every column of the kind (None where
+    unused), the metric, value, direction, status, error, extra and the packages of
+    every plugin involved. A row's ``cell`` may only set declared columns the unit key
+    does not already fix; anything else is a bug of the kind, raised here."""
+    unknown = set(r.cell) - set(kind.columns)
+    if unknown:
+        raise TypeError(f"task kind {kind.name!r} emitted a row with columns {sorted(unknown)} it does not declare "
+                        f"in `columns` {kind.columns}")
+    clash = {c for c in r.cell if c in display}
+    if clash:
+        raise TypeError(f"task kind {kind.name!r}: a row sets {sorted(clash)}, which its unit key already fixes")
+    value = None if r.value is None else float(r.value)
+    return {
+        "task": task.name, "kind": kind.name, "dataset": task.dataset.label, "seed": display.get("seed"),
+        **{c: None for c in kind.columns}, **{k: v for k, v in display.items() if k != "seed"}, **r.cell,
+        "metric": r.metric, "value": None if value is not None and math.isnan(value) and r.status != "ok" else value,
+        "direction": r.direction, "status": r.status, "error": r.error, "extra": r.extra,
+        "packages": packages(inputs),
+    }

@@ -1,0 +1,139 @@
+"""Test doubles for plugin authors: run a task kind without encoders or a results store.
+
+:class:`TaskRunDouble` implements :class:`relbench.interfaces.TaskRunAPI` over banks you
+build in a test; it stores rows exactly as the runner would (:func:`relbench.rows.flat_row`)
+and enforces the runner's contract: a unit must be in the kind's plan, and is computed
+at most once. :func:`make_task` builds a real :class:`relbench.config.Task` from plugin
+classes, without a tasks file::
+
+    task = make_task(MyKind, encoders=["a", "b"], selectors=[spec(RandomAnchors)])
+    run = TaskRunDouble(task, banks={"train": {...}, "test": {...}}, dataset=data, tmp=tmp_path)
+    run.run()
+    df = run.frame()   # what the kind's page() would receive
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from relbench.config import EncoderSpec, PluginSpec, Task
+from relbench.identity import key_json
+from relbench.interfaces import AnchorContext, Anchors, Bank, DatasetData, ResultRow, UnitKey
+from relbench.rows import display_key, flat_row
+
+
+def spec(cls: type, interface: str | None = None, label: str | None = None, **params: Any) -> PluginSpec:
+    """A validated-looking plugin choice of ``cls`` with ``params``."""
+    return PluginSpec(interface or cls.interface, cls.name, params, label or cls.name, cls, "test 0")
+
+
+def make_task(kind: type | PluginSpec, *, name: str = "t", encoders: list[str] = (), dataset: str = "data",
+              selectors: list[PluginSpec] = (), similarities: list[PluginSpec] = (),
+              stitchers: list[PluginSpec] = (), regularizers: list[PluginSpec | None] = (None,),
+              metrics: list[PluginSpec] = (), seeds: list[int] = (0,), num_anchors: int = 20,
+              **kind_params: Any) -> Task:
+    """A :class:`Task` of ``kind`` (a class, with ``kind_params``, or a spec) over encoders
+    named by label."""
+    kind_spec = kind if isinstance(kind, PluginSpec) else spec(kind, "task_kind", **kind_params)
+    return Task(name=name, kind=kind_spec, dataset=PluginSpec("dataset", dataset, {}, dataset),
+                encoders=[EncoderSpec("encoder", label, {}, label) for label in encoders],
+                selectors=list(selectors), similarities=list(similarities), stitchers=list(stitchers),
+                regularizers=list(regularizers), metrics=list(metrics), seeds=list(seeds), num_anchors=num_anchors,
+                device="cpu", batch_size=64)
+
+
+class TaskRunDouble:
+    """A :class:`~relbench.interfaces.TaskRunAPI` over in-memory banks (see the module)."""
+
+    def __init__(self, task: Task, banks: dict[str, dict[str, Bank]], dataset: DatasetData | None = None,
+                 tmp: Path | None = None, modality: str = "image"):
+        self.task = task
+        self.kind = task.kind.build()
+        self.kind.validate(task)  # what loading a tasks file would refuse, the double refuses too
+        self.device = torch.device("cpu")
+        self._banks, self._data, self._tmp, self._modality = banks, dataset, tmp, modality
+        self._plan = {key_json(display_key(k)) for k in self.kind.plan(task)}
+        self._done: set[str] = set()
+        #: the displayed keys of the units computed, in order
+        self.computed: list[dict] = []
+        self.rows: list[dict] = []
+
+    def run(self) -> None:
+        """Let the kind compute every unit of its plan."""
+        self.kind.run(self)
+
+    def dataset(self) -> DatasetData:
+        """The data set given to the double."""
+        return self._data
+
+    def banks(self, split: str) -> dict[str, Bank]:
+        """The banks given to the double for ``split``."""
+        return self._banks[split]
+
+    def pool_banks(self, dataset_name: str) -> dict[str, Bank]:
+        """Out-of-domain pools are not part of the double."""
+        raise ValueError(f"the test double has no out-of-domain pool {dataset_name!r}")
+
+    def anchors(self, seed: int, selector: PluginSpec, excluded: frozenset[str] = frozenset()) -> Anchors:
+        """The selector run on the training banks (those not excluded)."""
+        train = self._banks["train"]
+        first = next(iter(train.values()))
+        labels = None if first.labels is None else first.labels.cpu().numpy()
+        ctx = AnchorContext(num_anchors=self.task.num_anchors, seed=seed, ids=list(first.ids), labels=labels,
+                            banks={k: v for k, v in train.items() if k not in excluded}, excluded=frozenset(excluded),
+                            device=self.device, views={k: "x" for k in train}, pool_banks=self.pool_banks)
+        return selector.build().select(ctx)
+
+    def realise(self, anchors: Anchors, label: str) -> torch.Tensor:
+        """The anchors in encoder ``label``'s training bank."""
+        return anchors.realise(self._banks["train"][label])
+
+    def modality(self, label: str) -> str:
+        """The modality given to the double (default ``image``)."""
+        return self._modality
+
+    def _checked(self, key: UnitKey) -> str:
+        k = key_json(display_key(key))
+        if k not in self._plan:
+            raise AssertionError(f"unit {display_key(key)} is not in the kind's plan()")
+        return k
+
+    def is_done(self, key: UnitKey) -> bool:
+        """Whether the unit was computed already by this double."""
+        return self._checked(key) in self._done
+
+    @contextlib.contextmanager
+    def unit(self, key: UnitKey) -> Iterator[list[ResultRow]]:
+        """Collect the unit's rows and keep them as the store would (exceptions propagate)."""
+        k = self._checked(key)
+        if k in self._done:
+            raise AssertionError(f"unit {display_key(key)} computed twice")
+        rows: list[ResultRow] = []
+        yield rows
+        self._done.add(k)
+        self.computed.append(display_key(key))
+        self.rows += [flat_row(self.task, self.kind, r, display_key(key), {}) for r in rows]
+
+    def figure_path(self, filename: str) -> Path:
+        """A path under the double's ``tmp`` folder."""
+        path = Path(self._tmp) / "figures" / filename
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def progress(self, iterable: Any = None, desc: str = "", total: int | None = None) -> Any:
+        """No bar: the iterable itself."""
+        return iterable
+
+    def planned(self) -> int:
+        """How many units the kind's plan lists."""
+        return len(self._plan)
+
+    def frame(self) -> pd.DataFrame:
+        """The rows as the results store would load them."""
+        return pd.DataFrame(self.rows)
