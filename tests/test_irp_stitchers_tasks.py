@@ -1,22 +1,18 @@
 """IRP, Procrustes and affine stitchers on a small real data set (sklearn digits), and
-the translation-quality and scale-invariance task kinds against a stand-in TaskRun."""
-
-from contextlib import contextmanager
-from pathlib import Path
-from types import SimpleNamespace
+the translation-quality and scale-invariance task kinds against relbench's TaskRunDouble."""
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 from sklearn.datasets import load_digits
 
-from relbench.config import PluginSpec
-from relbench.interfaces import AnchorContext, Bank, DatasetData, FitContext, StitchSide
-from relbench_irp import FPSSelector
+from relbench.interfaces import DIRECTIONS, Bank, DatasetData, FitContext, StitchSide
+from relbench.pages import Page
+from relbench.testing import TaskRunDouble, make_task, spec
 from relbench_irp.quality import TranslationQuality
 from relbench_irp.scale import ScaleInvariance
 from relbench_irp.stitchers import AffineStitcher, IRPStitcher, ProcrustesStitcher
+from relbench_relreps import RandomAnchors
 from relbench_relreps import RandomAnchors
 
 
@@ -53,10 +49,23 @@ def fit_ctx():
 
 ANCHORS = BANKS["train"]["pixels"].ids[:200]
 
+#: every diagnostic the translating stitchers report, with the direction it must declare
+EXTRA_DIRECTIONS = {"reconstruction_cosine": "higher", "condition_number": "lower",
+                    "irp_singular_anchor_sets": "lower", "anchors_kept": "neutral", "irp_initial_anchors": "neutral",
+                    "procrustes_rank": "neutral", "procrustes_width": "neutral"}
 
-@pytest.mark.parametrize("cls,params", [(IRPStitcher, {"delta": 0.5}), (ProcrustesStitcher, {}),
-                                        (AffineStitcher, {})])
-def test_translating_stitchers_reach_every_pair(cls, params):
+
+def values(pred):
+    """A prediction's diagnostics as plain numbers."""
+    return {name: d.value for name, d in pred.extras.items()}
+
+
+@pytest.mark.parametrize("cls,params,extras", [
+    (IRPStitcher, {"delta": 0.5}, {"reconstruction_cosine", "condition_number", "anchors_kept",
+                                   "irp_singular_anchor_sets", "irp_initial_anchors"}),
+    (ProcrustesStitcher, {}, {"reconstruction_cosine", "procrustes_rank", "procrustes_width"}),
+    (AffineStitcher, {}, {"reconstruction_cosine"})])
+def test_translating_stitchers_reach_every_pair(cls, params, extras):
     stitcher = cls(epochs=15, lr=1e-3, **params)
     stitcher.fit(side("pixels", ANCHORS), fit_ctx())
     accs = {}
@@ -64,7 +73,8 @@ def test_translating_stitchers_reach_every_pair(cls, params):
         pred = stitcher.predict(side(source, ANCHORS))
         y = BANKS["test"][source].labels
         accs[source] = float((pred.logits.argmax(1) == y).float().mean())
-        assert 0.0 <= pred.extras["reconstruction_cosine"] <= 1.0 + 1e-6
+        assert 0.0 <= pred.extras["reconstruction_cosine"].value <= 1.0 + 1e-6
+        assert {n: d.direction for n, d in pred.extras.items()} == {n: EXTRA_DIRECTIONS[n] for n in extras}
     assert accs["pixels"] > 0.85
     assert accs["rotated"] > 0.8  # an isometric copy of another width is stitched
     assert accs["tanh"] > 0.3  # a nonlinear space, far above chance (0.1)
@@ -73,19 +83,19 @@ def test_translating_stitchers_reach_every_pair(cls, params):
 def test_irp_extras_and_reconstruction_cosine_is_matched_by_id():
     stitcher = IRPStitcher(epochs=2, omega=4, delta=0.5)
     stitcher.fit(side("rotated", ANCHORS), fit_ctx())
-    pred = stitcher.predict(side("pixels", ANCHORS))
-    assert set(pred.extras) == {"reconstruction_cosine", "condition_number", "anchors_kept",
-                                "irp_singular_anchor_sets", "irp_initial_anchors"}
-    assert pred.extras["reconstruction_cosine"] > 0.9
-    assert 1 <= pred.extras["anchors_kept"] <= len(ANCHORS) and pred.extras["condition_number"] >= 1
-    assert pred.extras["irp_singular_anchor_sets"] == 0 and pred.extras["irp_initial_anchors"] == len(ANCHORS)
+    extras = values(stitcher.predict(side("pixels", ANCHORS)))
+    assert set(extras) == {"reconstruction_cosine", "condition_number", "anchors_kept",
+                           "irp_singular_anchor_sets", "irp_initial_anchors"}
+    assert extras["reconstruction_cosine"] > 0.9
+    assert 1 <= extras["anchors_kept"] <= len(ANCHORS) and extras["condition_number"] >= 1
+    assert extras["irp_singular_anchor_sets"] == 0 and extras["irp_initial_anchors"] == len(ANCHORS)
     # the same samples in another order give the same cosine (alignment by id, not position)
     test = BANKS["test"]["pixels"]
     perm = torch.randperm(len(test.ids), generator=torch.Generator().manual_seed(0))
     shuffled = Bank("pixels", "test", test.X[perm], [test.ids[i] for i in perm.tolist()], test.labels[perm])
     src = StitchSide("pixels", BANKS["train"]["pixels"], shuffled, BANKS["train"]["pixels"].rows(ANCHORS), None)
-    assert stitcher.predict(src).extras["reconstruction_cosine"] == pytest.approx(pred.extras["reconstruction_cosine"],
-                                                                                 abs=1e-5)
+    assert values(stitcher.predict(src))["reconstruction_cosine"] == pytest.approx(extras["reconstruction_cosine"],
+                                                                                  abs=1e-5)
     with pytest.raises(ValueError, match="omega"):
         IRPStitcher(omega=0)
 
@@ -109,12 +119,12 @@ def test_irp_counts_singular_anchor_sets_instead_of_dropping_them():
     sides = _rank_deficient_banks()
     full = IRPStitcher(epochs=1, omega=3, delta=0.0)  # no pruning: 20 anchors of rank 5 in 12-d
     full.fit(sides["b"], fit_ctx())
-    extras = full.predict(sides["a"]).extras
+    extras = values(full.predict(sides["a"]))
     assert extras["irp_singular_anchor_sets"] == 3 and np.isnan(extras["condition_number"])
     assert extras["anchors_kept"] == 20
     pruned = IRPStitcher(epochs=1, omega=3, delta=0.5)  # pruning keeps at most 5 anchors: invertible
     pruned.fit(sides["b"], fit_ctx())
-    extras = pruned.predict(sides["a"]).extras
+    extras = values(pruned.predict(sides["a"]))
     assert extras["irp_singular_anchor_sets"] == 0 and 1 <= extras["condition_number"] < 10
     assert extras["anchors_kept"] <= 5
 
@@ -124,7 +134,7 @@ def test_irp_can_start_from_as_many_anchors_as_the_target_has_dimensions():
     for start, expected in (("task", 300), ("dim", 80)):  # the target "rotated" is 80-d
         stitcher = IRPStitcher(epochs=1, omega=2, delta=0.5, initial_anchors=start)
         stitcher.fit(side("rotated", wide_anchors), fit_ctx())
-        extras = stitcher.predict(side("pixels", wide_anchors)).extras
+        extras = values(stitcher.predict(side("pixels", wide_anchors)))
         assert extras["irp_initial_anchors"] == expected and extras["anchors_kept"] <= expected
         assert extras["reconstruction_cosine"] > 0.8
     with pytest.raises(ValueError, match="initial_anchors"):
@@ -136,7 +146,7 @@ def test_procrustes_reports_the_anchor_rank_against_the_width():
     for anchors in (pixels.ids[:20], ANCHORS):
         stitcher = ProcrustesStitcher(epochs=1)
         stitcher.fit(side("tanh", anchors), fit_ctx())  # 96-d target, 64-d source: width 96
-        extras = stitcher.predict(side("pixels", anchors)).extras
+        extras = values(stitcher.predict(side("pixels", anchors)))
         assert extras["procrustes_width"] == 96
         # centred anchors lose one dimension; constant pixels (always blank) span none
         centred = pixels.rows(anchors) - pixels.rows(anchors).mean(dim=0)
@@ -147,116 +157,81 @@ def test_procrustes_reports_the_anchor_rank_against_the_width():
 # ----------------------------------------------------------------------------- task kinds
 
 
-def spec(cls, interface, **params):
-    return PluginSpec(interface, cls.name, params, cls.name, cls)
+DIGITS = DatasetData("digits", {}, [str(i) for i in range(10)], {"image": "image"}, "x")
 
 
-class StandInRun:
-    """Just enough of relbench.runner.TaskRun for these task kinds."""
-
-    def __init__(self, tmp: Path, selectors, seeds=(0,)):
-        self.task = SimpleNamespace(name="t", seeds=list(seeds), num_anchors=150, selectors=list(selectors),
-                                    encoders=[SimpleNamespace(label=k) for k in BANKS["train"]])
-        self.device = torch.device("cpu")
-        self.tmp, self.rows, self.done = tmp, [], []
-
-    def dataset(self):
-        return DatasetData("digits", {}, [str(i) for i in range(10)], {"image": "image"}, "x")
-
-    def banks(self, split):
-        return BANKS[split]
-
-    def anchors(self, seed, selector_spec, excluded=frozenset()):
-        train = BANKS["train"]
-        ids = train["pixels"].ids
-        ctx = AnchorContext(num_anchors=self.task.num_anchors, seed=seed, ids=ids,
-                            labels=train["pixels"].labels.numpy(), banks=train, excluded=excluded,
-                            device=self.device, views={}, pool_banks=lambda n: {})
-        return selector_spec.build().select(ctx)
-
-    def realise(self, anchors, label):
-        return anchors.realise(BANKS["train"][label])
-
-    def is_done(self, key):
-        return key in self.done
-
-    @contextmanager
-    def unit(self, key):
-        rows = []
-        yield rows
-        self.done.append(key)
-        for r in rows:
-            rec = {**key, **{k: v for k, v in vars(r).items() if k not in key or v not in ("-", None)}}
-            self.rows.append(rec)
-
-    def progress(self, iterable, desc="", total=None):
-        return iterable
-
-    def frame(self):
-        df = pd.DataFrame(self.rows)
-        for col in ("selector", "similarity", "stitcher", "regularizer", "source", "target"):
-            if col not in df:
-                df[col] = "-"
-        df["task"], df["error"] = "t", ""
-        return df
+def double(kind, tmp_path, **params):
+    """A TaskRunDouble of ``kind`` over the three digit encoders, random anchors."""
+    task = make_task(kind, encoders=list(BANKS["train"]), selectors=[spec(RandomAnchors)], num_anchors=150, **params)
+    return TaskRunDouble(task, banks=BANKS, dataset=DIGITS, tmp=tmp_path)
 
 
-class Page:
-    def __init__(self, root):
-        self.root = root
-
-    def figure(self, filename):
-        return self.root / filename, f"figures/{filename}"
+def check_directions(df, expected):
+    """Every row declares a valid direction, and each metric the one listed."""
+    assert df["direction"].isin(DIRECTIONS).all()
+    assert df.groupby("metric")["direction"].agg(set).to_dict() == {m: {d} for m, d in expected.items()}
 
 
 def test_translation_quality_grid_and_page(tmp_path):
-    run = StandInRun(tmp_path, [spec(RandomAnchors, "selector")])
-    kind = TranslationQuality(omegas=[1, 4], deltas=[0.3, 0.6], max_samples=300)
-    kind.run(run)
+    run = double(TranslationQuality, tmp_path, omegas=[1, 4], deltas=[0.3, 0.6], max_samples=300)
+    run.run()
     df = run.frame()
+    # one unit per (seed, selector, target); the double refused any unit outside the plan
+    assert len(run.kind.plan(run.task)) == len(df.drop_duplicates(["seed", "selector", "target"])) == 1 * 1 * 3
+    check_directions(df, {"reconstruction_cosine": "higher", "absolute_cosine": "higher",
+                          "condition_number": "lower", "irp_singular_anchor_sets": "lower",
+                          "anchors_kept": "neutral"})
     cos = df[df["metric"] == "reconstruction_cosine"]
     assert len(cos) == 3 * 3 * 2 * 2  # sources × targets × ω × δ
-    assert set(df["metric"]) == {"reconstruction_cosine", "condition_number", "anchors_kept", "absolute_cosine"}
-    grid = cos.assign(omega=cos["extra"].map(lambda e: e["omega"]), delta=cos["extra"].map(lambda e: e["delta"]))
-    intra = grid[(grid["source"] == grid["target"])]
-    inter_rot = grid[(grid["source"] == "pixels") & (grid["target"] == "rotated")]
+    assert len(cos.drop_duplicates(["source", "target", "omega", "delta"])) == len(cos)
+    absolute = df[df["metric"] == "absolute_cosine"]
+    assert absolute["omega"].isna().all() and (absolute["source"] == absolute["target"]).all()  # widths differ
+    intra = cos[(cos["source"] == cos["target"])]
+    inter_rot = cos[(cos["source"] == "pixels") & (cos["target"] == "rotated")]
     assert intra["value"].min() > 0.75 and inter_rot["value"].min() > 0.75
     cond = df[df["metric"] == "condition_number"]
-    cond = cond.assign(delta=cond["extra"].map(lambda e: e["delta"]))
     assert cond[cond["delta"] == 0.6]["value"].mean() < cond[cond["delta"] == 0.3]["value"].mean()
-    singular = cond.assign(n=cond["extra"].map(lambda e: e["singular_anchor_sets"]), omega=cond["extra"].map(
-        lambda e: e["omega"]))
+    singular = df[df["metric"] == "irp_singular_anchor_sets"].merge(
+        cond, on=["target", "source", "omega", "delta"], suffixes=("", "_cond"))
     # the digits' always-blank pixels leave the 64-d and 80-d anchor sets rank-deficient unless pruned hard
     mild = singular[(singular["delta"] == 0.3) & (singular["target"] != "tanh")]
-    assert (mild["n"] == mild["omega"]).all() and mild["value"].isna().all()
-    assert (singular[singular["target"] == "tanh"]["n"] == 0).all()
-    run.is_done = lambda key: True  # resume: nothing recomputed
-    kind.run(run)
+    assert (mild["value"] == mild["omega"]).all() and mild["value_cond"].isna().all()
+    assert (singular[singular["target"] == "tanh"]["value"] == 0).all()
+    run.run()  # resume: every unit is done, nothing recomputed
     assert len(run.rows) == len(df)
-    page = kind.leaderboard(df, Page(tmp_path))
-    assert "![" in page and "ω \\ δ" in page and "IRP cosine" in page
+    page = run.kind.page(df, Page(tmp_path, "t"))
+    assert "![" in page and "ω \\ δ" in page and "IRP cosine ↑" in page
     assert "ω = 4, δ = 0.3: 8 of 12" in page  # 2 of 3 targets × 4 subspaces singular
-    assert (tmp_path / "omega_delta_random.png").stat().st_size > 1000
+    assert (tmp_path / "figures" / "t" / "omega_delta_random.png").stat().st_size > 1000
+
+
+def test_translation_quality_needs_a_selector():
+    with pytest.raises(ValueError, match="grid.selectors"):
+        TranslationQuality().validate(make_task(TranslationQuality, encoders=["a", "b"]))
 
 
 def test_scale_invariance_curves_and_page(tmp_path):
-    run = StandInRun(tmp_path, [spec(FPSSelector, "selector")])
-    kind = ScaleInvariance(alphas=[0.01, 1.0, 10.0, 1000.0], activations=["relu", "cos"], epochs=5, hidden=64,
-                           omega=2, delta=0.3, max_samples=300)
-    kind.run(run)
+    run = double(ScaleInvariance, tmp_path, alphas=[0.01, 1.0, 10.0, 1000.0], activations=["relu", "cos"], epochs=5,
+                 hidden=64, omega=2, delta=0.3, max_samples=300)
+    run.run()
     df = run.frame()
+    # one unit per (seed, target, activation); the double refused any unit outside the plan
+    assert len(run.kind.plan(run.task)) == len(df.drop_duplicates(["seed", "target", "activation"])) == 1 * 3 * 2
+    check_directions(df, {"accuracy": "higher", "accuracy_unscaled": "higher", "mean_norm": "neutral"})
     acc = df[df["metric"] == "accuracy"]
-    acc = acc.assign(alpha=acc["extra"].map(lambda e: e["alpha"]), act=acc["extra"].map(lambda e: e["activation"]),
-                     inp=acc["extra"].map(lambda e: e["input"]))
-    raw_relu = acc[(acc["inp"] == "raw") & (acc["act"] == "relu") & (acc["target"] == "pixels")]
+    raw_relu = acc[(acc["input"] == "raw") & (acc["activation"] == "relu") & (acc["target"] == "pixels")]
     by_alpha = dict(zip(raw_relu["alpha"], raw_relu["value"]))
     norm = float(BANKS["train"]["pixels"].X.norm(dim=1).mean())
     assert 1.0 < norm < 10.0
+    assert df[(df["metric"] == "mean_norm") & (df["target"] == "pixels")]["value"].tolist() == pytest.approx([norm] * 2)
     # a ReLU MLP classifies well once inputs are rescaled to (or above) the data's scale
     assert by_alpha[10.0] > 0.8 and by_alpha[1000.0] > 0.7
-    assert set(acc["inp"]) == {"raw", "irp"}
-    irp_rows = acc[acc["inp"] == "irp"]
-    assert (irp_rows["source"] != irp_rows["target"]).all()
-    page = kind.leaderboard(df, Page(tmp_path))
-    assert "α=1000" in page and (tmp_path / "scale_invariance.png").exists()
+    assert set(acc["input"]) == {"raw", "irp"}
+    irp_rows = acc[acc["input"] == "irp"]
+    assert (irp_rows["source"] != irp_rows["target"]).all() and (irp_rows["selector"] == "random").all()
+    assert acc[acc["input"] == "raw"]["selector"].isna().all()
+    assert len(irp_rows) == 3 * 2 * 2 * 4  # targets × other sources × activations × α
+    page = run.kind.page(df, Page(tmp_path, "t"))
+    assert "α=1000" in page and "Accuracy ↑" in page
+    assert (tmp_path / "figures" / "t" / "scale_invariance.png").exists()
     assert np.isfinite(acc["value"]).all()

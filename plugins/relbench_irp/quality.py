@@ -11,12 +11,15 @@ import torch
 import torch.nn.functional as F
 from tabulate import tabulate
 
-from relbench.errors import ConfigError
-from relbench.interfaces import ResultRow, TaskKind
+from relbench.config import Task
+from relbench.interfaces import ResultRow, TaskKind, TaskRunAPI, UnitKey
+from relbench.pages import Page, arrow, directions, fmt
 from relbench.training import seeded_generator
 from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise
 
+#: the metrics drawn as ω × δ heatmaps
 METRICS = ("reconstruction_cosine", "condition_number", "anchors_kept")
+SINGULAR = "irp_singular_anchor_sets"
 SETTINGS = ("intra", "inter")
 
 
@@ -32,16 +35,21 @@ def sample_ids(ids: list[str], max_samples: int, seed: int) -> list[str]:
 class TranslationQuality(TaskKind):
     """Latent translation quality of IRP (Maiorca et al. 2024, §4.1): reconstruction cosine over an ω × δ grid.
 
-    For every seed, selector and target encoder, the target's anchors are pruned with
-    FPS at each δ into max(ω) subspaces; every encoder's test embeddings (the target's
-    own: *intra-space*; the others: *inter-space*) are translated into the target and
+    Columns: ``selector`` and ``target`` (the unit: one per seed, selector and target
+    encoder), ``source`` (the encoder translated into the target; the target itself is
+    the *intra-space* setting, any other *inter-space*), ``omega`` and ``delta`` (the
+    number of subspaces ω and the pruning threshold δ).
+
+    In every unit the target's anchors are pruned with FPS at each δ into max(ω)
+    subspaces; every encoder's test embeddings are translated into the target and
     compared with the target's true embeddings of the same samples. Rows per (source,
-    target, ω, δ): ``reconstruction_cosine``, ``condition_number`` (mean over the ω
-    pruned anchor matrices that are not numerically singular; its extra
-    ``singular_anchor_sets`` counts the others, and the page reports them),
-    ``anchors_kept`` (mean over the ω subspaces); plus
-    ``absolute_cosine`` (untranslated source vs target, when widths agree: the paper's
-    Table 1 "absolute" column). The page shows Figure-3-style heatmaps and tables.
+    ω, δ): ``reconstruction_cosine`` ↑, ``condition_number`` ↓ (mean over the ω
+    pruned anchor matrices that are not numerically singular),
+    ``irp_singular_anchor_sets`` ↓ (how many were singular; the page reports them)
+    and ``anchors_kept`` (mean over the ω subspaces; neutral). Rows per source (no ω,
+    δ): ``absolute_cosine`` ↑ (untranslated source vs target, when widths agree: the
+    paper's Table 1 "absolute" column). The page shows Figure-3-style heatmaps and
+    tables.
 
     Parameters:
         omegas: numbers of subspaces ω to evaluate. Default [1, 2, 4, 8, 16] (our grid
@@ -58,6 +66,7 @@ class TranslationQuality(TaskKind):
     """
 
     name: ClassVar[str] = "translation-quality"
+    columns: ClassVar[tuple[str, ...]] = ("selector", "target", "source", "omega", "delta")
     omegas: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
     deltas: list[float] = field(default_factory=lambda: [0.5, 0.6, 0.65, 0.7, 0.75, 0.8])
     pinv: PinvKind = "plain"
@@ -74,22 +83,28 @@ class TranslationQuality(TaskKind):
         if self.ridge_alpha <= 0 or self.max_samples < 0:
             raise ValueError("translation-quality: ridge_alpha must be positive and max_samples ≥ 0")
 
-    def run(self, run) -> None:
-        """One unit per (seed, selector, target): every source × ω × δ."""
-        task = run.task
+    def validate(self, task: Task) -> None:
+        """The grid names at least one anchor selector (every unit is one selector's)."""
         if not task.selectors:
-            raise ConfigError(f"task {task.name!r}: translation-quality needs at least one anchor selector in "
-                              f"grid.selectors (e.g. random).")
+            raise ValueError("translation-quality needs at least one anchor selector in grid.selectors, "
+                             "e.g. `selectors: [random]`.")
+
+    def plan(self, task: Task) -> list[UnitKey]:
+        """One unit per (seed, selector, target): every source × ω × δ."""
+        return [{"seed": seed, "selector": sel, "target": target}
+                for seed in task.seeds for sel in task.selectors for target in task.encoders]
+
+    def run(self, run: TaskRunAPI) -> None:
+        """Compute the planned units not yet stored."""
+        todo = [key for key in self.plan(run.task) if not run.is_done(key)]
+        if not todo:
+            return
         train, test = run.banks("train"), run.banks("test")
-        labels = [e.label for e in task.encoders]
-        todo = [(s, sel, t) for s in task.seeds for sel in task.selectors for t in labels]
-        for seed, sel, target in run.progress(todo, desc="translation quality", total=len(todo)):
-            key = {"seed": seed, "selector": sel.label, "stitcher": "irp", "target": target}
-            if run.is_done(key):
-                continue
+        labels = [e.label for e in run.task.encoders]
+        for key in run.progress(todo, desc="translation quality", total=len(todo)):
             with run.unit(key) as rows:
-                anchors = run.anchors(seed, sel)
-                rows += self._cell(run, anchors, train, test, labels, target, seed)
+                anchors = run.anchors(key["seed"], key["selector"])
+                rows += self._cell(run, anchors, train, test, labels, key["target"].label, key["seed"])
 
     def _cell(self, run, anchors, train, test, labels, target, seed) -> list[ResultRow]:
         ids = sample_ids(test[target].ids, self.max_samples, seed)
@@ -99,9 +114,8 @@ class TranslationQuality(TaskKind):
         if self.mean_norm == "train":
             scale = float((train[target].X - At.mean(dim=0)).norm(dim=1).mean())
         sources = {s: (run.realise(anchors, s), test[s].rows(ids)) for s in labels}
-        rows = [ResultRow(metric="absolute_cosine", source=s, target=target,
-                          value=float(F.cosine_similarity(X, truth, dim=1).mean()),
-                          extra={"setting": "intra" if s == target else "inter"})
+        rows = [ResultRow(metric="absolute_cosine", value=float(F.cosine_similarity(X, truth, dim=1).mean()),
+                          direction="higher", cell={"source": s})
                 for s, (_, X) in sources.items() if X.shape[1] == truth.shape[1]]
         for delta in self.deltas:
             dec = TargetDecoder.build(At, omega=max(self.omegas), delta=delta, seed=seed, pinv=self.pinv,
@@ -112,46 +126,40 @@ class TranslationQuality(TaskKind):
                 cumulative = torch.stack(maps).cumsum(dim=0)
                 for omega in self.omegas:
                     Y = dec.decode(Xs_hat, cumulative[omega - 1] / omega, self.completion)
-                    extra = {"omega": omega, "delta": delta, "setting": "intra" if source == target else "inter"}
-                    diag = dec.diagnostics(omega)
-                    cells = (("reconstruction_cosine", float(F.cosine_similarity(Y, truth, dim=1).mean()), {}),
-                             ("condition_number", diag["condition_number"],
-                              {"singular_anchor_sets": diag["irp_singular_anchor_sets"]}),
-                             ("anchors_kept", diag["anchors_kept"], {}))
-                    rows += [ResultRow(metric=m, value=v, source=source, target=target, extra={**extra, **more})
-                             for m, v, more in cells]
+                    cell = {"source": source, "omega": omega, "delta": delta}
+                    rows.append(ResultRow(metric="reconstruction_cosine", direction="higher", cell=cell,
+                                          value=float(F.cosine_similarity(Y, truth, dim=1).mean())))
+                    rows += [ResultRow(metric=name, value=d.value, direction=d.direction, cell=cell)
+                             for name, d in dec.diagnostics(omega).items()]
         return rows
 
-    def leaderboard(self, df: pd.DataFrame, page) -> str:
-        """Heatmaps (Figure 3 style) and ω × δ tables, from the rows alone."""
-        d = df[(df["status"] == "ok") & df["metric"].isin(METRICS + ("absolute_cosine",))].copy()
+    def page(self, results: pd.DataFrame, page: Page) -> str:
+        """Heatmaps (Figure 3 style) and ω × δ tables per selector, from the rows alone."""
+        d = results[(results["status"] == "ok")
+                    & results["metric"].isin(METRICS + (SINGULAR, "absolute_cosine"))].copy()
         if d.empty:
             return "No results yet.\n"
-        for k in ("omega", "delta", "setting"):
-            d[k] = d["extra"].map(lambda e, k=k: e.get(k) if isinstance(e, dict) else None)
+        d["setting"] = np.where(d["source"] == d["target"], "intra", "inter")
+        marks = directions(d)
         parts = []
         for selector, g in d.groupby("selector", sort=False):
             parts.append(f"### Anchors: {selector}\n")
-            grid = g[g["metric"].isin(METRICS)]
+            grid = g[g["metric"].isin(METRICS + (SINGULAR,))]
             if not grid.empty:
-                parts.append(_heatmaps(grid, page, selector))
+                parts.append(_heatmaps(grid, page, selector, marks))
                 parts.append(_singular_note(grid))
-                parts.append(_tables(grid))
-                parts.append(_pairs(g))
+                parts.append(_tables(grid, marks))
+                parts.append(_pairs(g, marks))
         return "\n".join(parts)
 
 
 def _singular_note(g: pd.DataFrame) -> str:
     """How many pruned anchor matrices were singular (left out of the condition-number
     means), per (ω, δ), counted once per target and seed."""
-    cond = g[g["metric"] == "condition_number"]
-    cells = cond.assign(singular=cond["extra"].map(lambda e: e.get("singular_anchor_sets")))
-    cells = cells.dropna(subset=["singular"]).drop_duplicates(["seed", "target", "omega", "delta"])
-    if cells.empty:  # rows written before the count existed
-        return ""
-    if not (cells["singular"] > 0).any():
+    cells = g[g["metric"] == SINGULAR].drop_duplicates(["seed", "target", "omega", "delta"])
+    if not (cells["value"] > 0).any():
         return "Every pruned anchor matrix was invertible (no singular anchor set).\n"
-    per = cells.groupby(["omega", "delta"])["singular"].agg(["sum", "size"])
+    per = cells.groupby(["omega", "delta"])["value"].agg(["sum", "size"])
     listed = ", ".join(f"ω = {int(o)}, δ = {d:g}: {int(r['sum'])} of {int(r['size'] * o)}"
                        for (o, d), r in per.iterrows() if r["sum"] > 0)
     return ("Singular pruned anchor matrices (numerically rank-deficient; left out of the condition-number means, "
@@ -174,7 +182,7 @@ def _grid(g: pd.DataFrame, metric: str, setting: str) -> tuple[list, list, np.nd
     return omegas, deltas, Z
 
 
-def _heatmaps(g: pd.DataFrame, page, selector: str) -> str:
+def _heatmaps(g: pd.DataFrame, page: Page, selector: str, marks: dict[str, str]) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -195,7 +203,7 @@ def _heatmaps(g: pd.DataFrame, page, selector: str) -> str:
             ax.set_yticks(range(len(omegas)), [str(int(o)) for o in omegas])
             ax.set_xlabel("pruning threshold δ")
             ax.set_ylabel("# subspaces ω")
-            ax.set_title(f"{setting} space: {titles[metric]}", fontsize=9)
+            ax.set_title(f"{setting} space: {arrow(titles[metric], marks.get(metric, 'neutral'))}", fontsize=9)
             for (r, c), v in np.ndenumerate(shown):
                 if np.isfinite(v):
                     ax.text(c, r, f"{v:.2f}" if metric != "anchors_kept" else f"{v:.0f}", ha="center",
@@ -209,9 +217,7 @@ def _heatmaps(g: pd.DataFrame, page, selector: str) -> str:
     return f"![ω × δ sensitivity, {selector}]({link})\n"
 
 
-def _tables(g: pd.DataFrame) -> str:
-    from relbench.leaderboard import fmt
-
+def _tables(g: pd.DataFrame, marks: dict[str, str]) -> str:
     out = []
     for setting in SETTINGS:
         sub = g[(g["setting"] == setting) & (g["metric"] == "reconstruction_cosine")]
@@ -223,15 +229,14 @@ def _tables(g: pd.DataFrame) -> str:
         for omega, row in stats.groupby("omega"):
             cells = {r["delta"]: fmt(r["mean"], r["std"]) for _, r in row.iterrows()}
             body.append([int(omega)] + [cells.get(x, "n/a") for x in deltas])
-        out.append(f"Reconstruction cosine ↑, {setting}-space (mean ± std over seeds):\n\n"
+        title = arrow("Reconstruction cosine", marks["reconstruction_cosine"])
+        out.append(f"{title}, {setting}-space (mean ± std over seeds):\n\n"
                    + tabulate(body, headers=["ω \\ δ"] + [f"{x:g}" for x in deltas], tablefmt="pipe") + "\n")
     return "\n".join(out)
 
 
-def _pairs(g: pd.DataFrame) -> str:
+def _pairs(g: pd.DataFrame, marks: dict[str, str]) -> str:
     """Per (source, target) at the best inter-space (ω, δ), beside the untranslated cosine."""
-    from relbench.leaderboard import fmt
-
     cos = g[(g["metric"] == "reconstruction_cosine")]
     inter = cos[cos["setting"] == "inter"]
     if inter.empty:
@@ -245,6 +250,8 @@ def _pairs(g: pd.DataFrame) -> str:
         a = absolute[(absolute["source"] == r["source"]) & (absolute["target"] == r["target"])]
         body.append([r["source"], r["target"], fmt(a["mean"].iloc[0], a["std"].iloc[0]) if len(a) else "n/a (widths differ)",
                      fmt(r["mean"], r["std"])])
+    headers = ["source (encoder)", "target (decoder)",
+               arrow("absolute cosine", marks.get("absolute_cosine", "neutral")),
+               arrow("IRP cosine", marks["reconstruction_cosine"])]
     return (f"Per pair at ω = {int(best['omega'])}, δ = {best['delta']:g} (best inter-space mean):\n\n"
-            + tabulate(body, headers=["source (encoder)", "target (decoder)", "absolute cosine", "IRP cosine ↑"],
-                       tablefmt="pipe") + "\n")
+            + tabulate(body, headers=headers, tablefmt="pipe") + "\n")

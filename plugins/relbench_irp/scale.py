@@ -11,7 +11,9 @@ import torch
 import torch.nn.functional as F
 from tabulate import tabulate
 
-from relbench.interfaces import Bank, ResultRow, TaskKind
+from relbench.config import Task
+from relbench.interfaces import USES, Bank, ResultRow, TaskKind, TaskRunAPI, UnitKey
+from relbench.pages import Page, arrow, directions, fmt
 from relbench.training import predict_logits, train_classifier
 from relbench_irp.heads import ACTIVATIONS, mlp_head
 from relbench_irp.quality import sample_ids
@@ -35,15 +37,20 @@ def labels_of(bank: Bank, ids: list[str]) -> torch.Tensor:
 class ScaleInvariance(TaskKind):
     """Scale invariance of absolute heads (Maiorca et al. 2024, §4.2): accuracy vs rescale factor α.
 
-    For every seed, target encoder and activation, an MLP with two hidden layers and no
-    normalisation is trained on the target's raw training embeddings. *Rescale
-    injection*: the test embeddings are L2-normalised and multiplied by α, and the
-    head's accuracy is measured at every α (rows ``accuracy``, extra ``alpha``,
-    ``activation``, ``input: raw``, and ``mean_norm``, the target's mean training norm:
-    the paper's red line); ``accuracy_unscaled`` is the accuracy on the untouched
-    embeddings. With ``irp`` and anchor selectors in the grid, every other encoder's
-    test embeddings are IRP-translated into the target and injected the same way
-    (``input: irp``), showing why IRP may drop the scale. The page plots accuracy vs α.
+    Columns: ``activation`` and ``target`` (the unit: one per seed, target encoder and
+    activation of the head), ``input`` (``raw``: the target's own test embeddings;
+    ``irp``: another encoder's, IRP-translated into the target), ``source`` (the
+    encoder whose test embeddings are fed), ``selector`` (the anchors of an ``irp``
+    input) and ``alpha`` (the rescale factor).
+
+    In every unit an MLP with two hidden layers and no normalisation is trained on the
+    target's raw training embeddings. *Rescale injection*: the test embeddings are
+    L2-normalised and multiplied by α, and the head's accuracy is measured at every α
+    (rows ``accuracy`` ↑); ``accuracy_unscaled`` ↑ is the accuracy on the untouched
+    embeddings, and ``mean_norm`` (neutral, no cell) the target's mean training norm:
+    the paper's red line. With ``irp`` and anchor selectors in the grid, every other
+    encoder's test embeddings are IRP-translated into the target and injected the same
+    way, showing why IRP may drop the scale. The page plots accuracy vs α.
 
     Parameters:
         alphas: rescale factors α (the norm given to every input). Default
@@ -60,6 +67,7 @@ class ScaleInvariance(TaskKind):
     """
 
     name: ClassVar[str] = "scale-invariance"
+    columns: ClassVar[tuple[str, ...]] = ("activation", "target", "input", "source", "selector", "alpha")
     alphas: list[float] = field(default_factory=lambda: [0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0])
     activations: list[str] = field(default_factory=lambda: list(ACTIVATIONS))
     hidden: int = 256
@@ -82,17 +90,25 @@ class ScaleInvariance(TaskKind):
         if self.omega < 1 or not 0.0 <= self.delta <= 1.0 or self.max_samples < 0:
             raise ValueError("scale-invariance: omega ≥ 1, delta in [0, 1] and max_samples ≥ 0 are required")
 
-    def run(self, run) -> None:
-        """One unit per (seed, target, activation)."""
+    def plan(self, task: Task) -> list[UnitKey]:
+        """One unit per (seed, target, activation): raw and IRP inputs at every α. A unit
+        also uses the grid's selectors (its IRP rows name theirs), so changing them
+        recomputes it."""
+        uses = {"selectors": list(task.selectors) if self.irp else []}
+        return [{"seed": seed, "activation": act, "target": target, USES: uses}
+                for seed in task.seeds for target in task.encoders for act in self.activations]
+
+    def run(self, run: TaskRunAPI) -> None:
+        """Compute the planned units not yet stored."""
         task = run.task
+        todo = [key for key in self.plan(task) if not run.is_done(key)]
+        if not todo:
+            return
         train, test = run.banks("train"), run.banks("test")
         labels = [e.label for e in task.encoders]
         num_classes = len(run.dataset().class_names)
-        todo = [(s, t, a) for s in task.seeds for t in labels for a in self.activations]
-        for seed, target, act in run.progress(todo, desc="scale invariance", total=len(todo)):
-            key = {"seed": seed, "stitcher": f"mlp-{act}", "target": target}
-            if run.is_done(key):
-                continue
+        for key in run.progress(todo, desc="scale invariance", total=len(todo)):
+            seed, act, target = key["seed"], key["activation"], key["target"].label
             with run.unit(key) as rows:
                 bank = train[target]
                 if bank.labels is None:
@@ -103,8 +119,8 @@ class ScaleInvariance(TaskKind):
                                  batch_size=self.batch_size, seed=seed)
                 ids = sample_ids(test[target].ids, self.max_samples, seed)
                 y = labels_of(test[target], ids)
-                base = {"activation": act, "mean_norm": float(bank.X.norm(dim=1).mean())}
-                rows += self._curve(head, test[target].rows(ids), y, target, target, "-", {**base, "input": "raw"})
+                rows.append(ResultRow(metric="mean_norm", value=float(bank.X.norm(dim=1).mean()), direction="neutral"))
+                rows += self._curve(head, test[target].rows(ids), y, {"input": "raw", "source": target})
                 if self.irp:
                     for sel in task.selectors:
                         anchors = run.anchors(seed, sel)
@@ -116,28 +132,27 @@ class ScaleInvariance(TaskKind):
                             centre, maps = dec.maps(run.realise(anchors, source))
                             Y = dec.decode(centre_normalise(test[source].rows(ids), centre),
                                            torch.stack(maps).mean(dim=0))
-                            rows += self._curve(head, Y, y, source, target, sel.label, {**base, "input": "irp"})
+                            rows += self._curve(head, Y, y, {"input": "irp", "source": source, "selector": sel.label})
 
-    def _curve(self, head, X, y, source, target, selector, extra) -> list[ResultRow]:
+    def _curve(self, head, X, y, cell: dict) -> list[ResultRow]:
+        """``accuracy_unscaled`` on ``X`` and ``accuracy`` at every α, in ``cell``."""
         unit = F.normalize(X, dim=1)
-        rows = [ResultRow(metric="accuracy_unscaled", value=accuracy(head, X, y), source=source, target=target,
-                          selector=selector, extra=dict(extra))]
-        for alpha in self.alphas:
-            rows.append(ResultRow(metric="accuracy", value=accuracy(head, unit * alpha, y), source=source,
-                                  target=target, selector=selector, extra={**extra, "alpha": alpha}))
+        rows = [ResultRow(metric="accuracy_unscaled", value=accuracy(head, X, y), direction="higher", cell=cell)]
+        rows += [ResultRow(metric="accuracy", value=accuracy(head, unit * alpha, y), direction="higher",
+                           cell={**cell, "alpha": alpha}) for alpha in self.alphas]
         return rows
 
-    def leaderboard(self, df: pd.DataFrame, page) -> str:
+    def page(self, results: pd.DataFrame, page: Page) -> str:
         """Accuracy-vs-α curves per target encoder, and a table, from the rows alone."""
-        d = df[(df["status"] == "ok") & df["metric"].isin(["accuracy", "accuracy_unscaled"])].copy()
+        ok = results[results["status"] == "ok"]
+        d = ok[ok["metric"].isin(["accuracy", "accuracy_unscaled"])]
         if d.empty:
             return "No results yet.\n"
-        for k in ("alpha", "activation", "input", "mean_norm"):
-            d[k] = d["extra"].map(lambda e, k=k: e.get(k) if isinstance(e, dict) else None)
-        return _figure(d, page) + "\n" + _table(d)
+        norms = ok[ok["metric"] == "mean_norm"].groupby("target")["value"].mean()
+        return _figure(d, norms, page) + "\n" + _table(d, norms, directions(d)["accuracy"])
 
 
-def _figure(d: pd.DataFrame, page) -> str:
+def _figure(d: pd.DataFrame, norms: pd.Series, page: Page) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -155,7 +170,7 @@ def _figure(d: pd.DataFrame, page) -> str:
             style = "-" if inp == "raw" else "--"
             ax.plot(m.index, m.values, style, color=colours.get(act), label=f"{act} ({inp})")
             ax.fill_between(m.index, (m - s).values, (m + s).values, color=colours.get(act), alpha=0.15)
-        ax.axvline(float(g["mean_norm"].mean()), color="red", lw=1)
+        ax.axvline(float(norms.get(target, np.nan)), color="red", lw=1)
         ax.set_xscale("log")
         ax.set_xlabel("rescale factor α")
         ax.set_ylabel("accuracy")
@@ -169,9 +184,7 @@ def _figure(d: pd.DataFrame, page) -> str:
             f"encoders IRP-translated into its space; red line: the target's mean embedding norm.\n")
 
 
-def _table(d: pd.DataFrame) -> str:
-    from relbench.leaderboard import fmt
-
+def _table(d: pd.DataFrame, norms: pd.Series, direction: str) -> str:
     body, alphas = [], sorted(d.loc[d["metric"] == "accuracy", "alpha"].dropna().unique())
     for (target, act, inp), g in d.groupby(["target", "activation", "input"], sort=False):
         def stat(sub: pd.DataFrame) -> str:
@@ -180,7 +193,7 @@ def _table(d: pd.DataFrame) -> str:
 
         unscaled = stat(g[g["metric"] == "accuracy_unscaled"])
         cells = [stat(g[(g["metric"] == "accuracy") & (g["alpha"] == a)]) for a in alphas]
-        body.append([target, act, inp, f"{g['mean_norm'].mean():.2f}", unscaled] + cells)
+        body.append([target, act, inp, f"{norms.get(target, np.nan):.2f}", unscaled] + cells)
     headers = ["head on", "activation", "input", "mean norm", "unscaled"] + [f"α={a:g}" for a in alphas]
-    return "Accuracy ↑ (mean ± std over seeds; irp rows average the translated sources):\n\n" + \
+    return f"{arrow('Accuracy', direction)} (mean ± std over seeds; irp rows average the translated sources):\n\n" + \
         tabulate(body, headers=headers, tablefmt="pipe") + "\n"

@@ -10,7 +10,7 @@ from typing import ClassVar, Literal
 import torch
 import torch.nn.functional as F
 
-from relbench.interfaces import Bank, FitContext, Prediction, StitchSide, Stitcher
+from relbench.interfaces import Bank, Diagnostic, FitContext, Prediction, StitchSide, Stitcher
 from relbench.training import predict_logits
 from relbench_irp.heads import HeadKind, fit_absolute_head
 from relbench_irp.maps import Scaling, affine_fit, procrustes_fit
@@ -87,7 +87,7 @@ class AbsoluteTranslationStitcher(Stitcher):
     def _prepare(self, target: StitchSide, ctx: FitContext) -> None:
         """Target-side precomputation (default: none)."""
 
-    def _translate(self, source: StitchSide) -> tuple[torch.Tensor, dict[str, float]]:
+    def _translate(self, source: StitchSide) -> tuple[torch.Tensor, dict[str, Diagnostic]]:
         """Source test embeddings in target coordinates, and extra diagnostics."""
         raise NotImplementedError
 
@@ -97,7 +97,8 @@ class AbsoluteTranslationStitcher(Stitcher):
             raise ValueError(f"{self.name} needs the source's anchors")
         with torch.no_grad():
             Y, extras = self._translate(source)
-        extras["reconstruction_cosine"] = reconstruction_cosine(Y, source.test.ids, self._target.test)
+        extras["reconstruction_cosine"] = Diagnostic(reconstruction_cosine(Y, source.test.ids, self._target.test),
+                                                     "higher")
         return Prediction(logits=predict_logits(self._head, Y), extras=extras)
 
 
@@ -122,11 +123,12 @@ class IRPStitcher(AbsoluteTranslationStitcher):
     that one task serves targets of several widths with k = d each, provided
     ``num_anchors`` is at least the widest target's d.
 
-    Extras per cell: ``reconstruction_cosine`` (translated vs true target test
-    embeddings of the same samples), ``condition_number`` (mean over the pruned anchor
-    matrices that are not numerically singular), ``irp_singular_anchor_sets`` (how
-    many of the ω were singular, so none is dropped silently), ``anchors_kept`` (mean
-    after pruning) and ``irp_initial_anchors`` (anchors before pruning).
+    Extras per cell: ``reconstruction_cosine`` ↑ (translated vs true target test
+    embeddings of the same samples), ``condition_number`` ↓ (mean over the pruned
+    anchor matrices that are not numerically singular), ``irp_singular_anchor_sets`` ↓
+    (how many of the ω were singular, so none is dropped silently), and, describing
+    rather than scoring (neutral), ``anchors_kept`` (mean after pruning) and
+    ``irp_initial_anchors`` (anchors before pruning).
 
     Parameters:
         omega: number of anchor subspaces ω. Default 8 (paper, Table 2).
@@ -175,12 +177,12 @@ class IRPStitcher(AbsoluteTranslationStitcher):
         self._decoder = TargetDecoder.build(At, omega=self.omega, delta=self.delta, seed=ctx.seed,
                                             pinv=self.pinv, ridge_alpha=self.ridge_alpha, scale=scale)
 
-    def _translate(self, source: StitchSide) -> tuple[torch.Tensor, dict[str, float]]:
+    def _translate(self, source: StitchSide) -> tuple[torch.Tensor, dict[str, Diagnostic]]:
         dec = self._decoder
         centre, maps = dec.maps(source.anchors[: self._k])
         M = torch.stack(maps).mean(dim=0)
         Y = dec.decode(centre_normalise(source.test.X, centre), M, self.completion)
-        return Y, {**dec.diagnostics(), "irp_initial_anchors": self._k}
+        return Y, {**dec.diagnostics(), "irp_initial_anchors": Diagnostic(float(self._k), "neutral")}
 
 
 @_with_head_doc
@@ -192,11 +194,12 @@ class ProcrustesStitcher(AbsoluteTranslationStitcher):
     zero-padded, the orthogonal map comes from the SVD of ``Â_sᵀ Â_t``, the padding is
     dropped and the target's scaling undone. Needs both spaces (not zero-shot); the map
     is fitted at prediction time from the source's anchors and the target's anchors kept
-    at fit. Extras per cell: ``reconstruction_cosine``, ``procrustes_rank`` (numerical
-    rank of the scaled source anchors) and ``procrustes_width`` (the padded width): with
-    fewer anchors than dimensions (rank < width) the anchors determine the map on their
-    span only, and every source component outside it is sent to zero, unlike a full
-    SVD, which would rotate it arbitrarily.
+    at fit. Extras per cell: ``reconstruction_cosine`` ↑, and, describing the fit
+    (neutral), ``procrustes_rank`` (numerical rank of the scaled source anchors) and
+    ``procrustes_width`` (the padded width): with fewer anchors than dimensions (rank <
+    width) the anchors determine the map on their span only, and every source
+    component outside it is sent to zero, unlike a full SVD, which would rotate it
+    arbitrarily.
 
     Parameters:
         scaling: ``standard`` (per-dimension mean and std of the anchors, reference
@@ -207,9 +210,10 @@ class ProcrustesStitcher(AbsoluteTranslationStitcher):
     needs_both_spaces: ClassVar[bool] = True
     scaling: Scaling = "standard"
 
-    def _translate(self, source: StitchSide) -> tuple[torch.Tensor, dict[str, float]]:
+    def _translate(self, source: StitchSide) -> tuple[torch.Tensor, dict[str, Diagnostic]]:
         translate = procrustes_fit(source.anchors, self._target.anchors.to(source.anchors.dtype), self.scaling)
-        return translate(source.test.X), {"procrustes_rank": translate.rank, "procrustes_width": translate.width}
+        return translate(source.test.X), {"procrustes_rank": Diagnostic(float(translate.rank), "neutral"),
+                                          "procrustes_width": Diagnostic(float(translate.width), "neutral")}
 
 
 @_with_head_doc
@@ -219,7 +223,7 @@ class AffineStitcher(AbsoluteTranslationStitcher):
 
     ``[A_s, 1] W ≈ A_t`` (minimum-norm least squares), applied to the source's test
     embeddings. Needs both spaces (not zero-shot). Extra per cell:
-    ``reconstruction_cosine``.
+    ``reconstruction_cosine`` ↑.
 
     Parameters:
 """
@@ -227,6 +231,6 @@ class AffineStitcher(AbsoluteTranslationStitcher):
     name: ClassVar[str] = "affine"
     needs_both_spaces: ClassVar[bool] = True
 
-    def _translate(self, source: StitchSide) -> tuple[torch.Tensor, dict[str, float]]:
+    def _translate(self, source: StitchSide) -> tuple[torch.Tensor, dict[str, Diagnostic]]:
         translate = affine_fit(source.anchors, self._target.anchors.to(source.anchors.dtype))
         return translate(source.test.X), {}

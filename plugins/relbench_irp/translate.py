@@ -29,6 +29,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from relbench.interfaces import Diagnostic
 from relbench_irp.fps import fps_indices
 
 PinvKind = Literal["plain", "ridge"]
@@ -133,14 +134,17 @@ class TargetDecoder:
         """Anchors left in each subspace after pruning."""
         return [len(s) for s in self.subspaces]
 
-    def diagnostics(self, omega: int | None = None) -> dict[str, float]:
+    def diagnostics(self, omega: int | None = None) -> dict[str, Diagnostic]:
         """Per-cell diagnostics of the first ``omega`` subspaces (default all):
-        ``condition_number`` (mean over the non-singular pruned anchor matrices),
-        ``irp_singular_anchor_sets`` (how many were singular) and ``anchors_kept``
-        (mean anchors left after pruning)."""
+        ``condition_number`` (mean over the non-singular pruned anchor matrices; lower
+        is better), ``irp_singular_anchor_sets`` (how many were singular; lower is
+        better) and ``anchors_kept`` (mean anchors left after pruning; neutral, it
+        describes the pruning)."""
         cond, singular = condition_summary(self.conds[:omega])
         kept = self.anchors_kept()[:omega]
-        return {"condition_number": cond, "irp_singular_anchor_sets": singular, "anchors_kept": sum(kept) / len(kept)}
+        return {"condition_number": Diagnostic(cond, "lower"),
+                "irp_singular_anchor_sets": Diagnostic(float(singular), "lower"),
+                "anchors_kept": Diagnostic(sum(kept) / len(kept), "neutral")}
 
 
 def irp_translate(
@@ -155,7 +159,7 @@ def irp_translate(
     ridge_alpha: float = 0.01,
     completion: bool = False,
     scale: float | None = None,
-) -> tuple[torch.Tensor, dict[str, float]]:
+) -> tuple[torch.Tensor, dict[str, Diagnostic]]:
     """Translate source rows ``Xs`` into the target space given parallel anchors.
 
     Returns the translated rows (``n × d_t``, target coordinates) and the diagnostics

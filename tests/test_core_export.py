@@ -1,0 +1,110 @@
+"""relbench.export: nested result rows flatten to plain columns, and the files it writes
+load in pandas and DuckDB without relbench."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import pytest
+
+from relbench.export import FORMATS, flatten, write
+
+
+def _rows() -> pd.DataFrame:
+    """Rows shaped like ``ResultStore.load()``: nested parameter dicts, a plugin with no
+    parameters (``euclidean``: an empty dict), lists, missing values and a parameter
+    that is an int in one row and a string in another."""
+    common = {"task": "digits", "kind": "stitching", "dataset": "digits", "seed": 0, "selector": "random",
+              "regularizer": "none", "status": "ok", "error": "", "held_out": [], "num_anchors": 300,
+              "kind_params": {"protocol": "all-pairs", "held_out": []},
+              "dataset_params": {"train_size": 1200, "sizes": [0.5, 0.5]}}
+    return pd.DataFrame([
+        {**common, "similarity": "cosine", "stitcher": "relative", "source": "a", "target": "b",
+         "metric": "accuracy", "value": 0.91, "extra": {},
+         "params": {"random": {}, "cosine": {"center": False},
+                    "relative": {"epochs": 5, "lr": 0.001, "hidden": [64, 32], "width": 128}},
+         "encoder_params": {"a": {"arch": "mlp", "seed": 0}, "b": {"arch": "mlp", "seed": 1}}},
+        {**common, "similarity": "euclidean", "stitcher": "relative", "source": "b", "target": "b",
+         "metric": "accuracy", "value": 0.97, "extra": {"alpha": 0.3},
+         "params": {"random": {}, "euclidean": {},
+                    "relative": {"epochs": 7, "lr": 0.01, "hidden": [64], "width": "auto"}},
+         "encoder_params": {"b": {"arch": "mlp", "seed": 1}}},
+        {**common, "similarity": "-", "stitcher": "absolute", "source": "a", "target": "b", "held_out": ["a"],
+         "metric": "accuracy", "value": None, "status": "not_achievable", "error": None, "extra": {},
+         "params": {"random": {}}, "encoder_params": {"a": {"arch": "mlp", "seed": 0}}, "dataset_params": None},
+    ])
+
+
+def test_flatten_expands_dicts_into_dotted_typed_columns():
+    flat = flatten(_rows())
+    assert len(flat) == 3
+    assert not any(c in flat for c in ("params", "extra", "encoder_params", "params.random", "params.euclidean"))
+    assert list(flat.columns[:4]) == ["task", "kind", "dataset", "seed"]
+    expanded = [c for c in flat.columns if "." in c]
+    assert expanded == sorted(expanded) and flat.columns[-len(expanded):].tolist() == expanded
+    assert flat["params.relative.epochs"].tolist()[:2] == [5, 7] and pd.isna(flat.loc[2, "params.relative.epochs"])
+    assert flat["params.relative.epochs"].dtype == "Int64"
+    assert flat["params.relative.lr"].dtype == "Float64"
+    assert flat["params.cosine.center"].dtype == "boolean"
+    assert flat["params.cosine.center"].isna().tolist() == [False, True, True]
+    assert flat["params.relative.width"].tolist()[:2] == ["128", "auto"]  # mixed int/str: text
+    assert json.loads(flat.loc[0, "params.relative.hidden"]) == [64, 32]
+    assert json.loads(flat.loc[2, "held_out"]) == ["a"]
+    assert pd.isna(flat.loc[2, "value"]) and pd.isna(flat.loc[2, "dataset_params.train_size"])
+    assert flat.loc[1, "extra.alpha"] == 0.3
+
+
+def test_unknown_format_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="parquet"):
+        write(_rows(), tmp_path / "out.xlsx", "xlsx")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_written_files_read_back_in_pandas(tmp_path, fmt):
+    path = write(_rows(), tmp_path / "sub" / f"results.{fmt}", fmt)
+    back = {"parquet": pd.read_parquet, "csv": pd.read_csv,
+            "jsonl": lambda p: pd.read_json(p, lines=True)}[fmt](path)
+    assert len(back) == 3
+    assert back.loc[0, "params.relative.epochs"] == 5 and pd.isna(back.loc[2, "params.relative.epochs"])
+    assert back["params.relative.lr"].tolist()[:2] == [0.001, 0.01]
+    assert not back.loc[0, "params.cosine.center"]
+    assert "params.euclidean" not in back and "params" not in back
+    assert [str(w) for w in back["params.relative.width"]][:2] == ["128", "auto"]
+
+
+# Runs in an isolated interpreter where importing relbench fails: the files stand alone.
+_DUCKDB_CHECK = textwrap.dedent("""
+    import json, sys
+    sys.modules["relbench"] = None  # any import of relbench now raises ImportError
+    import duckdb
+    files = json.loads(sys.argv[1])
+    readers = {"parquet": "read_parquet", "csv": "read_csv_auto", "jsonl": "read_json_auto"}
+    out = {}
+    for fmt, path in files.items():
+        rel = duckdb.sql(f"select * from {readers[fmt]}('{path}')")
+        rows = rel.fetchall()
+        cell = duckdb.sql(f'select "params.relative.epochs", "params.relative.width", "dataset_params.train_size" '
+                          f"from {readers[fmt]}('{path}') where source = 'b'").fetchall()
+        types = dict(zip(rel.columns, map(str, rel.types)))
+        out[fmt] = {"rows": len(rows), "types": types, "cell": [list(map(str, r)) for r in cell]}
+    print(json.dumps(out))
+""")
+
+
+def test_written_files_load_in_duckdb_without_relbench(tmp_path):
+    files = {fmt: str(write(_rows(), tmp_path / f"results.{fmt}", fmt)) for fmt in FORMATS}
+    proc = subprocess.run([sys.executable, "-I", "-c", _DUCKDB_CHECK, json.dumps(files)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for fmt, got in json.loads(proc.stdout).items():
+        assert got["rows"] == 3, fmt
+        assert "params.euclidean" not in got["types"] and "params" not in got["types"], fmt
+        assert got["types"]["params.relative.epochs"] == "BIGINT", fmt
+        assert got["types"]["params.relative.lr"] == "DOUBLE", fmt
+        assert got["types"]["params.cosine.center"] == "BOOLEAN", fmt
+        assert got["types"]["params.relative.width"] == "VARCHAR", fmt
+        assert got["cell"] == [["7", "auto", "1200"]], fmt
