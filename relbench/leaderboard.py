@@ -68,12 +68,15 @@ def claims_section(kind: TaskKind, df: pd.DataFrame, claims: list[dict]) -> str:
 
 
 def published_section(kind: TaskKind, df: pd.DataFrame, published: list[dict]) -> str:
-    """A table of published numbers next to ours for the same cells (mean over seeds)."""
+    """A table of published numbers next to ours (mean over seeds): an entry that pins
+    one cell is compared with that cell, one that matches several with the mean over
+    the cells the kind compares (for stitching: the stitched pairs)."""
     rows = []
-    scored = kind.claim_rows(df)
     for entry in published:
         cell = {c: entry[c] for c in kind.columns if c in entry}
-        d = _filtered(scored[(scored["metric"] == entry["metric"]) & (scored["status"] == "ok")], cell)
+        d = _filtered(df[(df["metric"] == entry["metric"]) & (df["status"] == "ok")], cell)
+        if _cells(kind, d) > 1:
+            d = kind.claim_rows(d)
         per_seed = d.groupby("seed", dropna=False)["value"].mean()
         ours = per_seed.mean() if len(per_seed) else np.nan
         rows.append([" · ".join(map(str, cell.values())) or "all", entry["metric"], fmt(entry["value"]),

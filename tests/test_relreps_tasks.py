@@ -1,8 +1,7 @@
-"""The task kinds of relbench_relreps, run against a small stand-in for the runner's
-TaskRun (banks, anchors, units, figures) built here."""
+"""The task kinds of relbench_relreps, run against relbench.testing.TaskRunDouble (which
+enforces the runner's contract: every unit in plan(), each computed once, rows stored
+flat as the results store keeps them)."""
 
-from contextlib import contextmanager
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,104 +10,76 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
-from relbench.config import PluginSpec
-from relbench.interfaces import AnchorContext, Bank, DatasetData, Split
-from relbench_relreps import PerformanceProxy, RandomAnchors, Reconstruction, WordNeighbourhoods
+from relbench.interfaces import DIRECTIONS, Bank, DatasetData, Split
+from relbench.pages import Page
+from relbench.testing import TaskRunDouble, make_task, spec
+from relbench_relreps import Cosine, PerformanceProxy, RandomAnchors, Reconstruction, WordNeighbourhoods
 from relbench_relreps.tasks.common import select_without_banks
 
 
-def spec(cls, interface, **params):
-    return PluginSpec(interface, cls.name, params, cls.name, cls)
+def page_of(tmp_path) -> Page:
+    """A page whose figures drawn during the run are those the double kept under ``tmp_path``."""
+    store = SimpleNamespace(figure_path=lambda task, name: tmp_path / "figures" / name)
+    return Page(tmp_path / "boards", "t", store)
 
 
-class StandInRun:
-    """Just enough of relbench.runner.TaskRun for task kinds: rows end up in ``self.rows``."""
-
-    def __init__(self, tmp: Path, banks: dict, data=None, seeds=(0,), num_anchors=20, selectors=(), sims=()):
-        self.task = SimpleNamespace(seeds=list(seeds), num_anchors=num_anchors, selectors=list(selectors),
-                                    similarities=list(sims))
-        self.device = torch.device("cpu")
-        self._banks, self._data, self._tmp = banks, data, tmp
-        self.rows, self.done = [], []
-
-    def dataset(self):
-        return self._data
-
-    def banks(self, split):
-        return self._banks[split]
-
-    def anchors(self, seed, selector_spec, excluded=frozenset()):
-        train = self._banks["train"]
-        first = next(iter(train.values()))
-        labels = None if first.labels is None else first.labels.numpy()
-        ctx = AnchorContext(num_anchors=self.task.num_anchors, seed=seed, ids=first.ids, labels=labels, banks=train,
-                            excluded=excluded, device=self.device, views={}, pool_banks=lambda n: {})
-        return selector_spec.build().select(ctx)
-
-    def realise(self, anchors, label):
-        return anchors.realise(self._banks["train"][label])
-
-    def is_done(self, key):
-        return key in self.done
-
-    @contextmanager
-    def unit(self, key):
-        rows = []
-        yield rows
-        self.done.append(key)
-        for r in rows:
-            rec = {**key, **{k: v for k, v in vars(r).items() if k not in key or v not in ("-", None)}}
-            self.rows.append(rec)
-
-    def figure_path(self, name):
-        return self._tmp / name
-
-    def progress(self, iterable, desc="", total=None):
-        return iterable
-
-    def frame(self):
-        df = pd.DataFrame(self.rows)
-        for col in ("seed", "selector", "similarity", "stitcher", "source", "target"):
-            if col not in df:
-                df[col] = None
-        return df
+def units(df) -> int:
+    """How many units the stored rows came from (seed + the kind's key columns)."""
+    key = [c for c in ("seed", "representation", "bottleneck", "encoder", "selector", "similarity") if c in df]
+    return len(df[key].astype(str).drop_duplicates())
 
 
-class Page:
-    def __init__(self, tmp):
-        self.tmp = tmp
-
-    def figure(self, name):
-        return self.tmp / name, f"figures/{name}"
-
-    def stored_figure(self, name):
-        return f"figures/{name}" if (self.tmp / name).exists() else None
+def assert_directions(df, expected: dict) -> None:
+    assert df["direction"].isin(DIRECTIONS).all()
+    assert df.groupby("metric")["direction"].agg(set).to_dict() == {m: {d} for m, d in expected.items()}
 
 
-def test_word_neighbourhoods_relative_survives_rotation_absolute_does_not(tmp_path):
+# ----------------------------------------------------------------------------- word neighbourhoods
+
+
+def _word_run(tmp_path, **task):
     g = torch.Generator().manual_seed(0)
     words = [f"w{i}" for i in range(400)]
     X = torch.randn(400, 20, generator=g)
     Q, _ = torch.linalg.qr(torch.randn(20, 20, generator=g))
     banks = {"a": Bank("a", "train", X, words), "b": Bank("b", "train", X @ Q, words),
              "wide": Bank("wide", "train", torch.randn(400, 30, generator=g), words)}
-    run = StandInRun(tmp_path, {"train": banks}, seeds=(0, 1), num_anchors=40)
-    task = WordNeighbourhoods(k=5, max_words=300)
-    task.run(run)
+    task = make_task(WordNeighbourhoods, encoders=list(banks), k=5, max_words=300, num_anchors=40, **task)
+    return TaskRunDouble(task, {"train": banks}, tmp=tmp_path)
+
+
+def test_word_neighbourhoods_relative_survives_rotation_absolute_does_not(tmp_path):
+    run = _word_run(tmp_path, seeds=[0, 1])
+    run.run()
     df = run.frame()
-    rel = df[(df.stitcher == "relative") & (df.source == "a") & (df.target == "b")]
+    rel = df[(df.representation == "relative") & (df.source == "a") & (df.target == "b")]
     assert len(rel) == 4 and np.allclose(rel.value, 1.0)  # 2 seeds × (jaccard, mrr)
-    ab = df[(df.stitcher == "absolute") & (df.source == "a") & (df.target == "b")]
-    assert (ab.value < 0.2).all()
-    same = df[(df.stitcher == "absolute") & (df.source == "wide") & (df.target == "wide")]
+    assert set(rel.selector) == {"random"} and set(rel.similarity) == {"cosine"}  # the defaults
+    ab = df[(df.representation == "absolute") & (df.source == "a") & (df.target == "b")]
+    assert (ab.value < 0.2).all() and ab.seed.isna().all() and ab.selector.isna().all()
+    same = df[(df.representation == "absolute") & (df.source == "wide") & (df.target == "wide")]
     assert np.allclose(same.value, 1.0)
-    na = df[(df.stitcher == "absolute") & (df.source == "a") & (df.target == "wide")]
+    na = df[(df.representation == "absolute") & (df.source == "a") & (df.target == "wide")]
     assert (na.status == "not_achievable").all() and len(na) == 2
-    run.rows.clear()
-    task.run(run)  # everything is done: nothing recomputed
-    assert run.rows == []
-    md = task.leaderboard(df.assign(status=df.get("status", "ok")).fillna({"status": "ok"}), Page(tmp_path))
-    assert "jaccard@5" in md and "n/a" in md
+    before = len(run.rows)
+    run.run()  # everything is done: nothing recomputed
+    assert len(run.rows) == before
+    md = run.kind.page(df, page_of(tmp_path))
+    assert "jaccard@5 ↑" in md and "mrr@5 ↑" in md and "n/a" in md and "representation" in md
+
+
+def test_word_neighbourhoods_plan_lists_exactly_its_units(tmp_path):
+    sims = [spec(Cosine), spec(Cosine, label="cosine-centred", center=True)]
+    run = _word_run(tmp_path, seeds=[0, 1], similarities=sims)
+    plan = run.kind.plan(run.task)
+    assert len(plan) == 1 + 2 * 1 * 2  # absolute + seeds × selectors × similarities
+    run.run()  # the double refuses a unit outside the plan and a unit computed twice
+    df = run.frame()
+    assert units(df) == len(plan)
+    assert_directions(df, {"jaccard@5": "higher", "mrr@5": "higher"})
+
+
+# ----------------------------------------------------------------------------- reconstruction
 
 
 def _digits_data():
@@ -121,6 +92,16 @@ def _digits_data():
                        fingerprint="digits")
 
 
+RECONSTRUCTION = dict(latent_dim=16, hidden=64, epochs=8, train_samples=1000, test_samples=300, num_anchors=32)
+
+
+class SeedZeroStored(TaskRunDouble):
+    """A run resumed with every unit of task seed 0 already in the store."""
+
+    def is_done(self, key):
+        return super().is_done(key) or key.get("seed") == 0
+
+
 def test_reconstruction_units_per_seed_and_bottleneck(tmp_path, monkeypatch):
     import relbench_relreps.tasks.reconstruction as rec
 
@@ -131,46 +112,81 @@ def test_reconstruction_units_per_seed_and_bottleneck(tmp_path, monkeypatch):
         return select_without_banks(spec_, ids, labels, seed, num_anchors, device)
 
     monkeypatch.setattr(rec, "select_without_banks", recording)
-    run = StandInRun(tmp_path, {}, data=_digits_data(), seeds=(0,), num_anchors=32)
-    task = Reconstruction(latent_dim=16, hidden=64, epochs=8, train_samples=1000, test_samples=300)
-    task.run(run)
-    assert len(run.done) == 2 and drawn == [0, 0]  # (seed 0) × (absolute, relative), anchors drawn with seed 0
-    run.task.seeds = [0, 1]  # a seed added later runs as new units; seed 0 is not recomputed
-    task.run(run)
-    assert run.done[2:] == [{"seed": 1, "stitcher": "absolute"}, {"seed": 1, "stitcher": "relative"}]
-    assert drawn == [0, 0, 1, 1]
-    df = run.frame()
-    assert len(df) == 2 * 2 * 4 and (df.metric == "mse").all()  # seeds × kinds × (2 × 2 model pairs)
+    data = _digits_data()
+    run = TaskRunDouble(make_task(Reconstruction, seeds=[0], **RECONSTRUCTION), {}, dataset=data, tmp=tmp_path)
+    run.run()
+    first = run.frame()
+    assert units(first) == 2 and drawn == [0, 0]  # (seed 0) × (absolute, relative), anchors drawn with seed 0
+    # a seed added later runs as new units; seed 0 is not recomputed
+    later = SeedZeroStored(make_task(Reconstruction, seeds=[0, 1], **RECONSTRUCTION), {}, dataset=data,
+                           tmp=tmp_path / "later")
+    later.run()
+    assert drawn == [0, 0, 1, 1] and set(later.frame().seed) == {1}
+    df = pd.concat([first, later.frame()], ignore_index=True)
+    assert len(df) == 2 * 2 * 4 and (df.metric == "mse").all()  # seeds × bottlenecks × (2 × 2 model pairs)
     assert sorted(df.seed.unique()) == [0, 1]
-    assert set(df[df.seed == 1].extra.map(lambda e: e["encoder_seed"])) == {1000, 1001}
-    stitched = df[df.source != df.target].groupby(["seed", "stitcher"]).value.mean().unstack()
+    assert set(df[df.seed == 1].encoder_seed) == {1000, 1001} == set(df[df.seed == 1].decoder_seed)
+    stitched = df[df.encoder_seed != df.decoder_seed].groupby(["seed", "bottleneck"]).value.mean().unstack()
     assert (stitched["relative"] < stitched["absolute"]).all()  # in every replicate
-    for kind in ("absolute", "relative"):
-        assert (tmp_path / f"reconstruction_{kind}.png").stat().st_size > 1000
-    md = task.leaderboard(df.assign(status="ok"), Page(tmp_path))
-    per_seed = df[df.source != df.target].groupby(["stitcher", "seed"]).value.mean()["relative"]
+    for bottleneck in ("absolute", "relative"):
+        assert (tmp_path / "figures" / f"reconstruction_{bottleneck}.png").stat().st_size > 1000
+    md = run.kind.page(df, page_of(tmp_path))
+    per_seed = df[df.encoder_seed != df.decoder_seed].groupby(["bottleneck", "seed"]).value.mean()["relative"]
     assert f"{per_seed.mean():.4f} ± {per_seed.std(ddof=0):.4f}" in md
-    assert "2 task seed(s)" in md and "figures/reconstruction_relative.png" in md
-    pooled = df.iloc[:1].assign(seed=None, value=99.0)  # a row of the former one-unit layout: no task seed
-    assert task.leaderboard(pd.concat([df, pooled]).assign(status="ok"), Page(tmp_path)) == md
+    assert "2 task seed(s)" in md and "mse ↓" in md and "figures/t/reconstruction_relative.png" in md
     with pytest.raises(ValueError, match="model_seeds"):
         Reconstruction(model_seeds=[3])
 
 
-def test_proxy_correlates_similarity_and_accuracy(tmp_path):
+def test_reconstruction_plan_lists_exactly_its_units(tmp_path):
+    small = dict(RECONSTRUCTION, epochs=1, train_samples=100, test_samples=50)
+    task = make_task(Reconstruction, seeds=[0, 1], **small)
+    run = TaskRunDouble(task, {}, dataset=_digits_data(), tmp=tmp_path)
+    plan = run.kind.plan(task)
+    assert len(plan) == 2 * 1 * 2  # seeds × selectors × bottlenecks
+    run.run()
+    df = run.frame()
+    assert units(df) == len(plan)
+    assert_directions(df, {"mse": "lower"})
+
+
+# ----------------------------------------------------------------------------- performance proxy
+
+
+def _digits_banks():
     d = load_digits()
     X, y = torch.tensor(d.data / 16, dtype=torch.float32), torch.tensor(d.target)
     ids = [f"d{i}" for i in range(len(X))]
-    banks = {"train": {"pix": Bank("pix", "train", X[:1200], ids[:1200], y[:1200])},
-             "test": {"pix": Bank("pix", "test", X[1200:], ids[1200:], y[1200:])}}
-    data = SimpleNamespace(class_names=[str(i) for i in range(10)])
-    run = StandInRun(tmp_path, banks, data=data, num_anchors=50, selectors=[spec(RandomAnchors, "selector")])
-    task = PerformanceProxy(epochs=[1, 2, 8], widths=[8, 32], activations=["relu"], model_seeds=[0],
-                            reference_epochs=15, lr=3e-3)
-    task.run(run)
+    return {"train": {"pix": Bank("pix", "train", X[:1200], ids[:1200], y[:1200])},
+            "test": {"pix": Bank("pix", "test", X[1200:], ids[1200:], y[1200:])}}
+
+
+DIGITS = SimpleNamespace(class_names=[str(i) for i in range(10)])
+
+
+def test_proxy_correlates_similarity_and_accuracy(tmp_path):
+    task = make_task(PerformanceProxy, encoders=["pix"], num_anchors=50, selectors=[spec(RandomAnchors)],
+                     epochs=[1, 2, 8], widths=[8, 32], activations=["relu"], model_seeds=[0], reference_epochs=15,
+                     lr=3e-3)
+    run = TaskRunDouble(task, _digits_banks(), dataset=DIGITS, tmp=tmp_path)
+    run.run()
     df = run.frame()
-    r = df[df.metric == "pearson_r"].value.iloc[0]
-    assert np.isfinite(r) and r > 0.3
-    assert (df.metric == "accuracy").sum() == 6
-    md = task.leaderboard(df.assign(status="ok"), Page(tmp_path))
-    assert "pearson_r" in md and (tmp_path / "proxy_scatter.png").exists()
+    r = df[df.metric == "pearson_r"]
+    assert len(r) == 1 and np.isfinite(r.value.iloc[0]) and r.value.iloc[0] > 0.3 and r.model.isna().all()
+    acc = df[df.metric == "accuracy"]
+    assert len(acc) == 6 and set(acc.encoder) == {"pix"} and acc.model.nunique() == 6
+    md = run.kind.page(df, page_of(tmp_path))
+    assert "pearson_r ↑" in md and (tmp_path / "boards" / "figures" / "t" / "proxy_scatter.png").exists()
+
+
+def test_proxy_plan_lists_exactly_its_units(tmp_path):
+    sims = [spec(Cosine), spec(Cosine, label="cosine-centred", center=True)]
+    task = make_task(PerformanceProxy, encoders=["pix"], seeds=[0, 1], num_anchors=20, similarities=sims,
+                     epochs=[1], widths=[8], activations=["relu"], model_seeds=[0, 1], reference_epochs=1)
+    run = TaskRunDouble(task, _digits_banks(), dataset=DIGITS, tmp=tmp_path)
+    plan = run.kind.plan(task)
+    assert len(plan) == 1 * 2 * 1 * 2  # encoders × seeds × selectors × similarities
+    run.run()
+    df = run.frame()
+    assert units(df) == len(plan)
+    assert_directions(df, {"accuracy": "higher", "similarity": "neutral", "pearson_r": "higher"})

@@ -1,5 +1,5 @@
 """Helpers the task kinds share: default grid entries, anchor contexts without
-encoders, and mean ± std tables for leaderboards."""
+encoders, and mean ± std tables for their pages."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from tabulate import tabulate
 
 from relbench.config import PluginSpec
 from relbench.interfaces import AnchorContext, Anchors
+from relbench.pages import arrow, directions
 
 
 def specs_or_default(specs: Sequence[PluginSpec], interface: str, cls: type) -> list[PluginSpec]:
@@ -28,6 +29,20 @@ def select_without_banks(spec: PluginSpec, ids: list[str], labels: np.ndarray | 
     ctx = AnchorContext(num_anchors=num_anchors, seed=seed, ids=list(ids), labels=labels, banks={},
                         excluded=frozenset(), device=device, views={}, pool_banks=no_pool)
     return spec.build().select(ctx)
+
+
+def without_failures(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The rows that are not failures, and a note counting the failed units (empty if
+    none; a failed unit is stored as a single ``error`` row)."""
+    failed = df["status"] == "error"
+    note = f"\n\n{int(failed.sum())} unit(s) failed; see the results store.\n" if failed.any() else ""
+    return df[~failed], note
+
+
+def with_arrows(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with each metric name followed by its declared direction's arrow (for headers)."""
+    dirs = directions(df)
+    return df.assign(metric=df["metric"].map(lambda m: arrow(m, dirs.get(m, "neutral"))))
 
 
 def mean_std(values: Sequence[float], digits: int = 3) -> str:

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
+import pandas as pd
 import torch
 from torch import nn
 
-from relbench.interfaces import ResultRow, TaskKind
+from relbench.config import PluginSpec, Task
+from relbench.interfaces import Bank, ResultRow, TaskKind, TaskRunAPI, UnitKey
+from relbench.pages import Page
 from relbench.training import predict_logits, train_classifier
 from relbench_metrics import pearson_r
 from relbench_relreps.selectors import RandomAnchors
 from relbench_relreps.similarities import Cosine
-from relbench_relreps.tasks.common import specs_or_default, summary_table
+from relbench_relreps.tasks.common import specs_or_default, summary_table, with_arrows, without_failures
 
 FIGURE = "proxy_scatter.png"
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
@@ -39,13 +42,19 @@ class PerformanceProxy(TaskKind):
     model's relative representation of the test samples and a well-trained reference
     model's predicts its accuracy (Pearson r; Moschella et al. 2023, §4.2).
 
-    Per encoder, seed, selector and similarity of the grid (defaults: random anchors,
-    cosine): a reference ``SmallNet`` (``reference_width``, ``reference_epochs``, ReLU)
-    and a sweep over ``epochs × widths × activations × model_seeds`` (model seeds are
-    offset by 1000 × the task seed, so every task seed is a fresh replicate). Both
-    models' latents (the hidden layer) are projected on the same anchor samples. Rows:
-    per model ``accuracy`` and ``similarity`` (source = model, target = encoder), and per
-    unit ``pearson_r`` over the models whose accuracy reaches ``min_accuracy``.
+    Per encoder and seed: a reference ``SmallNet`` (``reference_width``,
+    ``reference_epochs``, ReLU) and a sweep over ``epochs × widths × activations ×
+    model_seeds`` (model seeds are offset by 1000 × the task seed, so every task seed is
+    a fresh replicate), trained once. Per selector and similarity of the grid
+    (defaults: random anchors, cosine): both models' latents (the hidden layer) are
+    projected on the same anchor samples and compared.
+
+    Columns: ``encoder`` (whose embeddings the models learn from), ``selector``,
+    ``similarity`` and ``model`` (a sweep model, e.g. ``e3-w64-relu-s1``). Units: one per
+    seed × encoder × selector × similarity. Rows: per model ``accuracy`` (higher is
+    better) and ``similarity`` (its mean cosine to the reference: neutral, a predictor
+    rather than a score), and per unit ``pearson_r`` (higher is better, no model) over
+    the models whose accuracy reaches ``min_accuracy``.
 
     Parameters
     ----------
@@ -72,6 +81,7 @@ class PerformanceProxy(TaskKind):
     """
 
     name: ClassVar[str] = "proxy"
+    columns: ClassVar[tuple[str, ...]] = ("encoder", "selector", "similarity", "model")
     epochs: list[int] = field(default_factory=lambda: [1, 3, 10])
     widths: list[int] = field(default_factory=lambda: [16, 64])
     activations: list[str] = field(default_factory=lambda: ["relu", "tanh"])
@@ -102,7 +112,7 @@ class PerformanceProxy(TaskKind):
         net = SmallNet(X.shape[1], width, num_classes, activation).to(X.device)
         return train_classifier(net, X, y, epochs=epochs, lr=self.lr, batch_size=self.batch_size, seed=seed)
 
-    def _models(self, train, test, seed: int, num_classes: int) -> dict[str, dict]:
+    def _models(self, train: Bank, test: Bank, seed: int, num_classes: int) -> dict[str, dict]:
         """Train the reference and the sweep; name → {net, accuracy, params}."""
         X, y = train.X[: self.max_train], train.labels[: self.max_train].long()
         yt = test.labels.long().to(test.X.device)
@@ -117,30 +127,32 @@ class PerformanceProxy(TaskKind):
                                                                   "model_seed": s}}
         return out
 
-    def run(self, run: Any) -> None:
-        """Per encoder × seed: train the models once; per selector × similarity: score them."""
+    def plan(self, task: Task) -> list[UnitKey]:
+        """One unit per encoder × seed × selector × similarity (in that order: the models
+        of an encoder and seed are trained once for all its units)."""
+        selectors = specs_or_default(task.selectors, "selector", RandomAnchors)
+        similarities = specs_or_default(task.similarities, "similarity", Cosine)
+        return [{"seed": seed, "encoder": enc, "selector": sel, "similarity": sim}
+                for enc in task.encoders for seed in task.seeds for sel in selectors for sim in similarities]
+
+    def run(self, run: TaskRunAPI) -> None:
+        """Per encoder × seed with units to do: train the models once; per unit: score them."""
+        todo = [key for key in self.plan(run.task) if not run.is_done(key)]
+        if not todo:
+            return
         train_banks, test_banks = run.banks("train"), run.banks("test")
         num_classes = len(run.dataset().class_names)
-        selectors = specs_or_default(run.task.selectors, "selector", RandomAnchors)
-        similarities = specs_or_default(run.task.similarities, "similarity", Cosine)
-        for label in train_banks:
-            for seed in run.task.seeds:
-                keys = [{"seed": seed, "target": label, "selector": sel.label, "similarity": sim.label}
-                        for sel in selectors for sim in similarities]
-                if all(run.is_done(k) for k in keys):
-                    continue
-                models = self._models(train_banks[label], test_banks[label], seed, num_classes)
-                for sel in selectors:
-                    anchors = run.realise(run.anchors(seed, sel), label)
-                    for sim_spec in similarities:
-                        key = {"seed": seed, "target": label, "selector": sel.label, "similarity": sim_spec.label}
-                        if run.is_done(key):
-                            continue
-                        with run.unit(key) as rows:
-                            self._score(rows, models, sim_spec, anchors, train_banks[label].X[: self.max_train],
-                                        test_banks[label].X, label)
+        for (label, seed), keys in itertools.groupby(todo, key=lambda k: (k["encoder"].label, k["seed"])):
+            train, test = train_banks[label], test_banks[label]
+            models = self._models(train, test, seed, num_classes)
+            for key in keys:
+                with run.unit(key) as rows:
+                    anchors = run.realise(run.anchors(seed, key["selector"]), label)
+                    rows += self._score(models, key["similarity"], anchors, train.X[: self.max_train], test.X)
 
-    def _score(self, rows, models, sim_spec, anchors, Xtr, Xte, label) -> None:
+    def _score(self, models: dict[str, dict], sim_spec: PluginSpec, anchors: torch.Tensor, Xtr: torch.Tensor,
+               Xte: torch.Tensor) -> list[ResultRow]:
+        """Each model's accuracy and similarity to the reference, and their Pearson r."""
         rel = {}
         with torch.no_grad():
             for name, m in models.items():
@@ -149,45 +161,48 @@ class PerformanceProxy(TaskKind):
                 sim.fit(m["net"].body(Xtr))
                 rel[name] = sim.project(m["net"].body(Xte), m["net"].body(anchors))
         ref = rel.pop("reference")
-        accs, sims = [], []
+        rows, accs, sims = [], [], []
         for name, r in rel.items():
             score = float(nn.functional.cosine_similarity(r, ref, dim=1).mean())
             acc = models[name]["accuracy"]
-            extra = dict(models[name]["params"])
-            rows.append(ResultRow(metric="accuracy", value=acc, source=name, target=label, extra=extra))
-            rows.append(ResultRow(metric="similarity", value=score, source=name, target=label, extra=extra))
+            cell, extra = {"model": name}, dict(models[name]["params"])
+            rows.append(ResultRow(metric="accuracy", value=acc, direction="higher", cell=cell, extra=extra))
+            rows.append(ResultRow(metric="similarity", value=score, direction="neutral", cell=cell, extra=extra))
             if acc >= self.min_accuracy:
                 accs.append(acc)
                 sims.append(score)
-        rows.append(ResultRow(metric="pearson_r", value=pearson_r(sims, accs), target=label,
+        rows.append(ResultRow(metric="pearson_r", value=pearson_r(sims, accs), direction="higher",
                               extra={"models": len(accs), "reference_accuracy": models["reference"]["accuracy"]}))
+        return rows
 
-    def leaderboard(self, df, page) -> str:
+    def page(self, results: pd.DataFrame, page: Page) -> str:
         """Pearson r per encoder × selector × similarity, and the scatter plot."""
+        df, note = without_failures(results)
         if df.empty:
-            return "_no results yet_"
-        table = summary_table(df[df["metric"] == "pearson_r"], ["target", "selector", "similarity"], "metric")
+            return "_no results yet_" + note
+        table = summary_table(with_arrows(df[df["metric"] == "pearson_r"]), ["encoder", "selector", "similarity"],
+                              "metric")
         path, link = page.figure(FIGURE)
         self._scatter(df, path)
         return ("Does a model's latent similarity to a reference model predict its accuracy? (Moschella et al. "
                 "2023, §4.2.) Similarity: mean cosine between the model's and the reference's relative "
                 "representations of the test samples. Pearson r over the sweep, mean ± std over seeds.\n\n"
-                + table + f"\n\n![similarity vs accuracy]({link})\n")
+                + table + note + f"\n\n![similarity vs accuracy]({link})\n")
 
     @staticmethod
-    def _scatter(df, path) -> None:
+    def _scatter(df: pd.DataFrame, path) -> None:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
         points = df[df["metric"].isin(["accuracy", "similarity"]) & (df["status"] == "ok")]
-        points = points.rename(columns={"similarity": "projection"}).fillna({"selector": "-", "projection": "-"})
-        wide = points.pivot_table(index=["target", "seed", "selector", "projection", "source"], columns="metric",
+        points = points.rename(columns={"similarity": "projection"})
+        wide = points.pivot_table(index=["encoder", "seed", "selector", "projection", "model"], columns="metric",
                                   values="value").reset_index()
         fig, ax = plt.subplots(figsize=(5, 4))
-        for (target, projection), group in wide.groupby(["target", "projection"]):
-            ax.scatter(group["similarity"], group["accuracy"], s=12, alpha=0.7, label=f"{target} · {projection}")
+        for (encoder, projection), group in wide.groupby(["encoder", "projection"]):
+            ax.scatter(group["similarity"], group["accuracy"], s=12, alpha=0.7, label=f"{encoder} · {projection}")
         ax.set_xlabel("similarity to the reference (relative space)")
         ax.set_ylabel("test accuracy")
         ax.legend(fontsize=7)

@@ -5,20 +5,23 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
+import pandas as pd
 import torch
 
+from relbench.config import Task
 from relbench.errors import ConfigError
-from relbench.interfaces import ResultRow, TaskKind
+from relbench.interfaces import ResultRow, TaskKind, TaskRunAPI, UnitKey
+from relbench.pages import Page, arrow, directions
 from relbench.training import seeded_generator
 from relbench_relreps.selectors import RandomAnchors
 from relbench_relreps.tasks.autoencoder import stitch, train_autoencoder
-from relbench_relreps.tasks.common import select_without_banks, specs_or_default, summary_table
+from relbench_relreps.tasks.common import select_without_banks, specs_or_default, summary_table, without_failures
 
-FIGURE = "reconstruction_{kind}.png"
-KINDS = ("absolute", "relative")
+FIGURE = "reconstruction_{bottleneck}.png"
+BOTTLENECKS = ("absolute", "relative")
 
 
 def _pixels(items, idx: np.ndarray) -> torch.Tensor:
@@ -34,20 +37,23 @@ class Reconstruction(TaskKind):
     decoder of its kind and scored by pixel MSE (Moschella et al. 2023, §5.1, Table 3).
 
     The task trains its own small fully-connected autoencoders on the data set's
-    images (the task's ``encoders`` are not used). One unit per (task seed, bottleneck
-    kind): the task seed draws the anchors (``num_anchors`` training images from the
-    grid's first selector, default random; selectors that need embeddings cannot serve
+    images (the task's ``encoders`` are not used). One unit per (task seed, selector of
+    the grid — default random —, bottleneck): the task seed draws ``num_anchors``
+    training images with the selector (selectors that need embeddings cannot serve
     here), and one autoencoder is trained per entry of ``model_seeds`` (training seed
     ``1000 · task seed + model seed``, as the performance-proxy task does), all sharing
-    that seed's anchors, as stitching requires. Every task seed is thus an independent
-    replicate of the experiment, and seeds added later run as new units. Rows: ``mse``
-    per (source = encoder model, target = decoder model), ``stitcher`` = absolute /
-    relative, ``seed`` = the task seed, ``extra.stitched`` and the two training seeds.
-    The page reports, per bottleneck, the non-stitched and stitched MSE as mean ± std
-    over task seeds (each seed: the mean over its pairs). The training and test images
-    are one fixed seeded subset shared by all seeds. A PNG per bottleneck (original,
-    non-stitched and stitched reconstructions of the first task seed) is written next
-    to the leaderboard.
+    those anchors, as stitching requires. Every task seed is thus an independent
+    replicate of the experiment, and seeds added later run as new units.
+
+    Columns: ``bottleneck`` (``absolute`` / ``relative``), ``selector``, and
+    ``encoder_seed`` / ``decoder_seed``, the training seeds of the model whose encoder
+    and of the model whose decoder are composed (stitched when they differ). Rows:
+    ``mse`` (lower is better) per such pair. The page reports, per bottleneck and
+    selector, the non-stitched and stitched MSE as mean ± std over task seeds (each
+    seed: the mean over its pairs). The training and test images are one fixed seeded
+    subset shared by all seeds. A PNG per bottleneck (original, non-stitched and
+    stitched reconstructions of the first task seed and selector) is written next to
+    the leaderboard.
 
     Parameters
     ----------
@@ -75,6 +81,7 @@ class Reconstruction(TaskKind):
     """
 
     name: ClassVar[str] = "reconstruction"
+    columns: ClassVar[tuple[str, ...]] = ("bottleneck", "selector", "encoder_seed", "decoder_seed")
     uses_encoders: ClassVar[bool] = False
     view: str | None = None
     model_seeds: list[int] = field(default_factory=lambda: [0, 1])
@@ -109,11 +116,17 @@ class Reconstruction(TaskKind):
                 return view
         raise ConfigError(f"reconstruction needs an image data set; {data.name!r} has views {data.views}.")
 
-    def run(self, run: Any) -> None:
-        """Per task seed and bottleneck: draw the anchors, train the autoencoders, score
-        every encoder × decoder pair; the first seed also draws the figures."""
-        seeds = list(run.task.seeds)
-        todo = [(seed, kind) for seed in seeds for kind in KINDS if not run.is_done({"seed": seed, "stitcher": kind})]
+    def plan(self, task: Task) -> list[UnitKey]:
+        """One unit per task seed × selector × bottleneck."""
+        selectors = specs_or_default(task.selectors, "selector", RandomAnchors)
+        return [{"seed": seed, "selector": sel, "bottleneck": bottleneck}
+                for seed in task.seeds for sel in selectors for bottleneck in BOTTLENECKS]
+
+    def run(self, run: TaskRunAPI) -> None:
+        """Per unit: draw the anchors, train the autoencoders, score every encoder ×
+        decoder pair; the plan's first seed and selector also draw the figures."""
+        plan = self.plan(run.task)
+        todo = [key for key in plan if not run.is_done(key)]
         if not todo:
             return
         data = run.dataset()
@@ -124,29 +137,26 @@ class Reconstruction(TaskKind):
         te_idx = torch.randperm(len(test), generator=g)[: self.test_samples].numpy()
         Xtr = _pixels(train.views[view], tr_idx).to(run.device)
         Xte = _pixels(test.views[view], te_idx).to(run.device)
-        selector = specs_or_default(run.task.selectors, "selector", RandomAnchors)[0]
         position = {sid: i for i, sid in enumerate(train.ids)}
-        for seed, kind in run.progress(todo, desc="autoencoders", total=len(todo)):
-            with run.unit({"seed": seed, "stitcher": kind}) as rows:
-                anchors = select_without_banks(selector, train.ids, train.labels, seed, run.task.num_anchors,
+        for key in run.progress(todo, desc="autoencoders", total=len(todo)):
+            seed, bottleneck = key["seed"], key["bottleneck"]
+            with run.unit(key) as rows:
+                anchors = select_without_banks(key["selector"], train.ids, train.labels, seed, run.task.num_anchors,
                                                run.device)
                 A = _pixels(train.views[view], np.array([position[s] for s in anchors.ids])).to(run.device)
-                models = {m: train_autoencoder(Xtr, A, relative=kind == "relative", seed=1000 * seed + m,
-                                               hidden=self.hidden, latent=self.latent_dim, epochs=self.epochs,
-                                               lr=self.lr, batch_size=self.batch_size)
+                models = {1000 * seed + m: train_autoencoder(
+                              Xtr, A, relative=bottleneck == "relative", seed=1000 * seed + m, hidden=self.hidden,
+                              latent=self.latent_dim, epochs=self.epochs, lr=self.lr, batch_size=self.batch_size)
                           for m in self.model_seeds}
-                for i, j in itertools.product(self.model_seeds, repeat=2):
+                for i, j in itertools.product(models, repeat=2):
                     mse = float(torch.mean((stitch(models[i], models[j], Xte, A) - Xte) ** 2))
-                    rows.append(ResultRow(metric="mse", value=mse, source=f"model{i}", target=f"model{j}",
-                                          stitcher=kind, selector=selector.label,
-                                          similarity="cosine" if kind == "relative" else "-",
-                                          extra={"stitched": i != j, "encoder_seed": 1000 * seed + i,
-                                                 "decoder_seed": 1000 * seed + j}))
-                if seed == seeds[0]:
-                    self._figure(run.figure_path(FIGURE.format(kind=kind)), kind, models, Xte, A,
-                                 train.views[view][int(tr_idx[0])])
+                    rows.append(ResultRow(metric="mse", value=mse, direction="lower",
+                                          cell={"encoder_seed": i, "decoder_seed": j}))
+                if (seed, key["selector"]) == (plan[0]["seed"], plan[0]["selector"]):
+                    self._figure(run.figure_path(FIGURE.format(bottleneck=bottleneck)), bottleneck,
+                                 list(models.values()), Xte, A, train.views[view][int(tr_idx[0])])
 
-    def _figure(self, path, kind: str, models: dict, Xte, A, example) -> None:
+    def _figure(self, path, bottleneck: str, models: list, Xte, A, example) -> None:
         import matplotlib
 
         matplotlib.use("Agg")
@@ -157,9 +167,9 @@ class Reconstruction(TaskKind):
         x = Xte[:n]
         first, second = self.model_seeds[:2]
         panels = [("original", x),
-                  (f"{kind}, non-stitched (model {first})", stitch(models[first], models[first], x, A)),
-                  (f"{kind}, stitched (encoder model {second} → decoder model {first})",
-                   stitch(models[second], models[first], x, A))]
+                  (f"{bottleneck}, non-stitched (model {first})", stitch(models[0], models[0], x, A)),
+                  (f"{bottleneck}, stitched (encoder model {second} → decoder model {first})",
+                   stitch(models[1], models[0], x, A))]
         fig, axes = plt.subplots(len(panels), n, figsize=(1.2 * n, 1.3 * len(panels)), squeeze=False)
         for r, (title, imgs) in enumerate(panels):
             for c in range(n):
@@ -173,25 +183,24 @@ class Reconstruction(TaskKind):
         fig.savefig(path, dpi=100)
         plt.close(fig)
 
-    def leaderboard(self, df, page) -> str:
-        """Table 3: MSE, non-stitched vs stitched, per bottleneck (mean ± std over seeds);
-        and the figures."""
-        # rows without a task seed come from the former one-unit layout (all seeds pooled): left out
-        ok = df[(df["status"] == "ok") & (df["metric"] == "mse") & df["seed"].notna()].copy()
-        failed = df[df["status"] == "error"]
-        note = f"\n\n{len(failed)} unit(s) failed; see the results store.\n" if len(failed) else ""
+    def page(self, results: pd.DataFrame, page: Page) -> str:
+        """Table 3: MSE, non-stitched vs stitched, per bottleneck and selector (mean ±
+        std over seeds); and the figures."""
+        df, note = without_failures(results)
+        ok = df[(df["status"] == "ok") & (df["metric"] == "mse")]
         if ok.empty:
             return "_no results yet_" + note
-        ok["pairs"] = ok["extra"].map(lambda e: "stitched" if (e or {}).get("stitched") else "non-stitched")
-        per_seed = ok.groupby(["stitcher", "pairs", "seed"], dropna=False)["value"].mean().reset_index()
-        body = summary_table(per_seed.assign(status="ok"), ["stitcher"], "pairs", digits=4)
-        seeds = per_seed["seed"].nunique()
+        pairs = np.where(ok["encoder_seed"] != ok["decoder_seed"], "stitched", "non-stitched")
+        per_seed = (ok.assign(pairs=pairs).groupby(["bottleneck", "selector", "pairs", "seed"])["value"].mean()
+                    .reset_index())
+        body = summary_table(per_seed.assign(status="ok"), ["bottleneck", "selector"], "pairs", digits=4)
         figures = ""
-        for kind in KINDS:
-            link = page.stored_figure(FIGURE.format(kind=kind))
+        for bottleneck in BOTTLENECKS:
+            link = page.stored_figure(FIGURE.format(bottleneck=bottleneck))
             if link:
-                figures += f"\n\n![{kind} reconstructions]({link})"
-        return ("Pixel MSE of autoencoders composed across training seeds (Moschella et al. 2023, Table 3): "
-                "non-stitched = encoder and decoder of the same model; stitched = all other pairs of the same "
-                f"task seed (which fixes the anchors). Mean ± std over {seeds} task seed(s) of each seed's mean "
-                "over its pairs.\n\n" + body + note + figures + "\n")
+                figures += f"\n\n![{bottleneck} reconstructions]({link})"
+        mse = arrow("mse", directions(ok).get("mse", "neutral"))
+        return (f"Pixel MSE ({mse}) of autoencoders composed across training seeds (Moschella et al. 2023, "
+                "Table 3): non-stitched = encoder and decoder of the same model; stitched = all other pairs of "
+                f"the same task seed (which fixes the anchors). Mean ± std over {per_seed['seed'].nunique()} task "
+                "seed(s) of each seed's mean over its pairs.\n\n" + body + note + figures + "\n")

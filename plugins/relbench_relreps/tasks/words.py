@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
+import pandas as pd
 import torch
 
-from relbench.interfaces import ResultRow, TaskKind
+from relbench.config import Task
+from relbench.interfaces import Bank, ResultRow, TaskKind, TaskRunAPI, UnitKey
+from relbench.pages import Page
 from relbench.training import seeded_generator
 from relbench_metrics import jaccard_at_k, mrr
 from relbench_relreps.selectors import RandomAnchors
 from relbench_relreps.similarities import Cosine
-from relbench_relreps.tasks.common import specs_or_default, summary_table
+from relbench_relreps.tasks.common import specs_or_default, summary_table, with_arrows, without_failures
 
 
 @dataclass
@@ -24,11 +28,15 @@ class WordNeighbourhoods(TaskKind):
     encoder with itself — over a shared word sample: Jaccard@k between each word's top-k
     neighbours in the target and the top-k target neighbours of its *source* vector
     (cosine search of the source vector in the target space, as in the reference code),
-    and MRR@k of the word itself in that cross search. Absolute spaces are compared once
-    (no seeds or anchors) and only when their widths agree (otherwise *not achievable*);
-    relative spaces for every seed × selector × similarity of the grid (default: random
-    anchors, cosine). Rows carry the representation in the ``stitcher`` column
-    (``absolute`` / ``relative``).
+    and MRR@k of the word itself in that cross search (both higher is better). Absolute
+    spaces are compared once (no seeds or anchors) and only when their widths agree
+    (otherwise *not achievable*); relative spaces for every seed × selector × similarity
+    of the grid (default: random anchors, cosine).
+
+    Columns: ``representation`` (``absolute`` / ``relative``), ``selector`` and
+    ``similarity`` (empty for absolute), ``source`` and ``target`` (encoder labels).
+    Units: ``{representation: absolute}`` once, and one per seed × selector ×
+    similarity with ``representation: relative``; each holds every (source, target) pair.
 
     Parameters
     ----------
@@ -42,6 +50,7 @@ class WordNeighbourhoods(TaskKind):
     """
 
     name: ClassVar[str] = "word-neighbourhoods"
+    columns: ClassVar[tuple[str, ...]] = ("representation", "selector", "similarity", "source", "target")
     k: int = 10
     max_words: int = 5000
     word_seed: int = 0
@@ -57,11 +66,7 @@ class WordNeighbourhoods(TaskKind):
         """The two metrics' row names, e.g. ``jaccard@10`` and ``mrr@10``."""
         return [f"jaccard@{self.k}", f"mrr@{self.k}"]
 
-    def _metrics(self, source: torch.Tensor, target: torch.Tensor) -> dict[str, float]:
-        jac, rr = self.metric_names
-        return {jac: jaccard_at_k(source, target, self.k), rr: mrr(source, target, self.k)}
-
-    def _words(self, banks: dict) -> list[str]:
+    def _words(self, banks: dict[str, Bank]) -> list[str]:
         first = next(iter(banks.values()))
         held = [set(b.ids) for b in banks.values()]
         shared = [w for w in first.ids if all(w in h for h in held)]
@@ -70,59 +75,62 @@ class WordNeighbourhoods(TaskKind):
         pick = torch.randperm(len(shared), generator=seeded_generator(self.word_seed))[: self.max_words]
         return [shared[i] for i in sorted(pick.tolist())]
 
-    def run(self, run: Any) -> None:
-        """Absolute comparison once, then relative comparisons per seed × selector × similarity."""
-        banks = run.banks("train")
-        labels = list(banks)
-        words = self._words(banks)
-        absolute = {lbl: banks[lbl].rows(words) for lbl in labels}
-        key = {"stitcher": "absolute"}
-        if not run.is_done(key):
-            with run.unit(key) as rows:
-                for s in labels:
-                    for t in labels:
-                        if absolute[s].shape[1] != absolute[t].shape[1]:
-                            for metric in self.metric_names:
-                                rows.append(ResultRow(metric=metric, value=None, source=s, target=t,
-                                                      stitcher="absolute", status="not_achievable",
-                                                      error=f"widths differ: {absolute[s].shape[1]} vs "
-                                                            f"{absolute[t].shape[1]}"))
-                            continue
-                        for metric, value in self._metrics(absolute[s], absolute[t]).items():
-                            rows.append(ResultRow(metric=metric, value=value, source=s, target=t, stitcher="absolute",
-                                                  extra={"words": len(words)}))
-        selectors = specs_or_default(run.task.selectors, "selector", RandomAnchors)
-        similarities = specs_or_default(run.task.similarities, "similarity", Cosine)
-        for seed in run.task.seeds:
-            for sel in selectors:
-                for sim_spec in similarities:
-                    key = {"seed": seed, "selector": sel.label, "similarity": sim_spec.label, "stitcher": "relative"}
-                    if run.is_done(key):
-                        continue
-                    with run.unit(key) as rows:
-                        anchors = run.anchors(seed, sel)
-                        rel = {}
-                        for lbl in labels:
-                            sim = sim_spec.build()
-                            sim.fit(banks[lbl].X)
-                            with torch.no_grad():
-                                rel[lbl] = sim.project(absolute[lbl], run.realise(anchors, lbl))
-                        for s in labels:
-                            for t in labels:
-                                for metric, value in self._metrics(rel[s], rel[t]).items():
-                                    rows.append(ResultRow(metric=metric, value=value, source=s, target=t,
-                                                          stitcher="relative", extra={"words": len(words),
-                                                                                      "anchors": len(anchors)}))
+    def plan(self, task: Task) -> list[UnitKey]:
+        """The absolute comparison, then one relative unit per seed × selector × similarity."""
+        selectors = specs_or_default(task.selectors, "selector", RandomAnchors)
+        similarities = specs_or_default(task.similarities, "similarity", Cosine)
+        return [{"representation": "absolute"}] + [
+            {"seed": seed, "representation": "relative", "selector": sel, "similarity": sim}
+            for seed in task.seeds for sel in selectors for sim in similarities]
 
-    def leaderboard(self, df, page) -> str:
+    def run(self, run: TaskRunAPI) -> None:
+        """Compare every ordered encoder pair in each unit not yet stored."""
+        todo = [key for key in self.plan(run.task) if not run.is_done(key)]
+        if not todo:
+            return
+        banks = run.banks("train")
+        words = self._words(banks)
+        absolute = {lbl: bank.rows(words) for lbl, bank in banks.items()}
+        for key in todo:
+            with run.unit(key) as rows:
+                if key["representation"] == "absolute":
+                    rows += self._compare(absolute, {"words": len(words)})
+                    continue
+                anchors = run.anchors(key["seed"], key["selector"])
+                relative = {}
+                for lbl, bank in banks.items():
+                    sim = key["similarity"].build()
+                    sim.fit(bank.X)
+                    with torch.no_grad():
+                        relative[lbl] = sim.project(absolute[lbl], run.realise(anchors, lbl))
+                rows += self._compare(relative, {"words": len(words), "anchors": len(anchors)})
+
+    def _compare(self, spaces: dict[str, torch.Tensor], extra: dict) -> list[ResultRow]:
+        """Jaccard@k and MRR@k (higher is better) of every ordered pair of spaces; pairs
+        of different widths are not achievable."""
+        rows = []
+        jac, rr = self.metric_names
+        for s, t in itertools.product(spaces, repeat=2):
+            cell = {"source": s, "target": t}
+            if spaces[s].shape[1] != spaces[t].shape[1]:
+                rows += [ResultRow(metric=m, value=None, direction="higher", cell=cell, status="not_achievable",
+                                   error=f"widths differ: {spaces[s].shape[1]} vs {spaces[t].shape[1]}")
+                         for m in self.metric_names]
+                continue
+            values = {jac: jaccard_at_k(spaces[s], spaces[t], self.k), rr: mrr(spaces[s], spaces[t], self.k)}
+            rows += [ResultRow(metric=m, value=v, direction="higher", cell=cell, extra=extra)
+                     for m, v in values.items()]
+        return rows
+
+    def page(self, results: pd.DataFrame, page: Page) -> str:
         """Table 1: Jaccard@k and MRR@k per representation, selector, similarity and pair."""
+        df, note = without_failures(results)
         if df.empty:
-            return "_no results yet_"
-        df = df.copy()
-        for col in ("selector", "similarity"):
-            df[col] = df[col].fillna("-")
-        body = summary_table(df, ["stitcher", "selector", "similarity", "source", "target"], "metric")
+            return "_no results yet_" + note
+        df = with_arrows(df).fillna({"selector": "-", "similarity": "-"})
+        body = summary_table(df, list(self.columns), "metric")
         return ("Neighbourhood agreement between word-vector tables (Moschella et al. 2023, Table 1): for "
                 "each word, its top-k neighbours in the target space against the top-k target neighbours "
                 "of its source vector (Jaccard) and the rank of the word itself there (MRR). Mean ± std "
-                "over seeds; `n/a`: absolute spaces of different widths cannot be compared.\n\n" + body + "\n")
+                "over seeds; `n/a`: absolute spaces of different widths cannot be compared.\n\n" + body + note
+                + "\n")
