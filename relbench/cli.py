@@ -253,7 +253,7 @@ def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
             os.environ[var] = ",".join(filter(None, [os.environ.get(var, ""), *values]))
     extra = (["--force"] if args.force else []) + (["--output", str(args.output)] if args.output else []) + \
         (["-q"] if args.quiet else [])
-    code = run_parallel(suite, todo, jobs, extra, command) if todo else EXIT_OK
+    code = run_parallel(suite, todo, jobs, extra, command, args.quiet) if todo else EXIT_OK
     if not args.no_leaderboard and code != EXIT_INTERRUPTED:
         _render(runner, suite.leaderboards, args.quiet)
     if code == EXIT_INTERRUPTED:

@@ -94,7 +94,12 @@ def relbench_task_kinds():
     reconstruction, translation quality …) selected by a task's ``kind:``.
 
     Returns: ``list[type[relbench.interfaces.TaskKind]]``.
-    Called: once, when the registry is built; ``run`` once per task of that kind.
+    Called: once, when the registry is built. Each kind is then built with the task's
+    own parameters: ``plan(task)`` lists its units (before any data is loaded, for every
+    run, ``--dry-run``, page and export), ``run(run)`` computes the units not stored
+    through a :class:`relbench.interfaces.TaskRunAPI`, and ``page(results, page)`` draws
+    its leaderboard page from the stored rows of the current units (``headline``,
+    ``ranking`` and ``claim_rows`` feed the index and the claims).
     """
 
 

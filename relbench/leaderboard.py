@@ -13,6 +13,7 @@ page; nothing here recomputes a result.
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,26 @@ from relbench.interfaces import TaskKind
 from relbench.pages import Page, arrow, directions, fmt
 from relbench.results import ResultStore
 from relbench.rows import TASK_ERROR
+
+
+#: the sentence every generated page carries (and by which a stale one is recognised)
+GENERATED = "Generated from the results store by `relbench leaderboard`; do not edit by hand."
+
+
+def _remove_stale_pages(out: Path, tasks: set[str]) -> None:
+    """Delete pages (and their figures) that relbench generated for tasks the tasks file
+    no longer has, so that no page shows a number the file does not produce. Files
+    without the generated-page sentence are the user's and stay."""
+    for path in out.glob("*.md"):
+        if path.stem in tasks or path.name == "README.md":
+            continue
+        try:
+            generated = GENERATED in path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if generated:
+            path.unlink()
+            shutil.rmtree(out / "figures" / path.stem, ignore_errors=True)
 
 
 def _filtered(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
@@ -107,7 +128,7 @@ def provenance(df: pd.DataFrame) -> str:
     return (f"Produced by `{'`, `'.join(_values(df, 'command'))}` with relbench {', '.join(_values(df, 'relbench'))}"
             f"{f' (git {git})' if git else ''} on {', '.join(_values(df, 'device')) or '?'}{env}, last run {date}; "
             f"seeds {seeds}. Plugins from: {', '.join(packages) or '?'}. Only results of the current tasks file are "
-            f"shown. Generated from the results store by `relbench leaderboard`; do not edit by hand.\n")
+            f"shown. {GENERATED}\n")
 
 
 def cross_task_ranking(orders: dict[str, list[str]]) -> list[tuple[str, float, float, int]]:
@@ -134,13 +155,17 @@ def render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, 
     ``current`` maps a task to the unit ids of the current tasks file (its plan);
     stored lines of other identities are history and never shown."""
     out.mkdir(parents=True, exist_ok=True)
+    _remove_stale_pages(out, {task.name for task in tasks})
     written, index_rows, ranks = [], [], {}
     for task in tasks:
         df = store.load(task.name, units=current.get(task.name, set()) | {TASK_ERROR})
-        if df.empty:
-            continue
         kind = task.kind.build()
         page = Page(out, task.name, store)
+        if df.empty:
+            atomic_write_bytes(out / f"{task.name}.md", (
+                f"# {task.name}\n\n{task.description}\n\n_No results of the current tasks file yet: run "
+                f"`relbench run` on it. {GENERATED}_\n").encode())
+            continue
         body = kind.page(df, page)
         if task.claims:
             body = claims_section(kind, df, task.claims) + "\n" + body

@@ -41,13 +41,15 @@ def chains(tasks: list[Task]) -> list[list[Task]]:
     return sorted(groups.values(), key=weight, reverse=True)
 
 
-def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[str], command: str) -> int:
+def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[str], command: str,
+                 quiet: bool = False) -> int:
     """Run ``tasks`` in up to ``jobs`` worker processes; return the worst exit code.
 
     ``extra_args`` are passed to every worker's ``relbench run`` (``--force``,
     ``--output``, ``--disable`` …); ``command`` is what the workers record as the
     command that produced their rows. Each worker's messages are kept in a log and
-    shown when it ends; a bar counts finished tasks meanwhile.
+    shown when it ends (with ``quiet``, only failures are); a bar counts finished tasks
+    meanwhile.
     """
     queue = chains(tasks)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", COMMAND_ENV: command}
@@ -55,6 +57,11 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
     worst = 0
     logdir = Path(tempfile.mkdtemp(prefix="relbench-jobs-"))
     bar = progress_bar(total=len(tasks), desc=f"tasks ({jobs} workers)", leave=True)
+
+    def say(message: str, failure: bool = False) -> None:
+        if failure or not quiet:
+            bar.write(message, file=sys.stderr)
+
     try:
         while queue or running:
             while queue and len(running) < jobs:
@@ -65,7 +72,7 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
                 with open(log, "w") as fh:
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
                 running.append((proc, chain, log))
-                bar.write(f"worker {proc.pid}: {', '.join(t.name for t in chain)}", file=sys.stderr)
+                say(f"worker {proc.pid}: {', '.join(t.name for t in chain)}")
             time.sleep(0.5)
             for item in list(running):
                 proc, chain, log = item
@@ -75,14 +82,14 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
                 bar.update(len(chain))
                 code = proc.returncode
                 if code < 0:  # killed by a signal (e.g. out of memory): a failure, never success
-                    bar.write(f"  [{chain[0].dataset.name}] worker {proc.pid} was killed by signal {-code}; "
-                              f"its finished units are stored, run again to resume. Log: {log}", file=sys.stderr)
+                    say(f"  [{chain[0].dataset.name}] worker {proc.pid} was killed by signal {-code}; "
+                        f"its finished units are stored, run again to resume. Log: {log}", failure=True)
                     code = 1
                 worst = max(worst, code)
                 lines = [ln for ln in log.read_text(errors="replace").replace("\r", "\n").splitlines()
                          if ln.startswith(("== task", "encoded ", "ran ", "  - ", "relbench: error", "warning"))
                          or "failures" in ln or "not achievable" in ln]
-                bar.write("\n".join(f"  [{chain[0].dataset.name}] {ln}" for ln in lines), file=sys.stderr)
+                say("\n".join(f"  [{chain[0].dataset.name}] {ln}" for ln in lines), failure=code != 0)
     except KeyboardInterrupt:
         for proc, _, _ in running:
             proc.wait()
@@ -92,5 +99,5 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
     if worst == 0:
         shutil.rmtree(logdir, ignore_errors=True)  # kept when something failed, for its full log
     else:
-        bar.write(f"worker logs: {logdir}", file=sys.stderr)
+        say(f"worker logs: {logdir}", failure=True)
     return worst

@@ -489,14 +489,42 @@ class Runner:
     def plans(self) -> list[TaskRun]:
         """A :class:`TaskRun` per selected task with its plan made: every identity is
         computed and every user error that the data reveal (a missing asset, too many
-        anchors, a view the data set lacks) is raised here, before any work."""
+        anchors, a view the data set lacks) is raised here, before any work. A task
+        whose planning fails on a bug (a plugin raising anything else) is recorded as a
+        failed task and left out; the others go on."""
         runs = []
         for task in self.tasks():
             resolve_device(task.device)  # `device: cuda` without a GPU stops the run before any work
             task_run = TaskRun(self, task)
-            task_run.plan()
+            try:
+                task_run.plan()
+            except UserError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a plugin's bug fails its task, not the run
+                self._task_failed(task_run, exc)
+                continue
             runs.append(task_run)
         return runs
+
+    def _clear_task_error(self, task: Task) -> None:
+        """A task that now plans and finishes clears the error an earlier run recorded."""
+        lines = self.store.read(task.name)
+        if TASK_ERROR in lines.units and TASK_ERROR not in lines.done:
+            self.store.append(task.name, TASK_ERROR, [], self.run_id)
+
+    def _task_failed(self, task_run: TaskRun, exc: Exception) -> None:
+        """Record a whole task's failure (once per run): message, summary line, error row."""
+        task = task_run.task
+        message = f"{type(exc).__name__}: {exc}" if not isinstance(exc, UserError) else str(exc)
+        if not isinstance(exc, UserError):
+            message += "\n" + "".join(traceback.format_exception(exc)[-4:])
+        line = f"{task.name}: {message.splitlines()[0]}"
+        if line in self.stats.failures:
+            return
+        self.stats.failures.append(line)
+        self.say(f"task {task.name} failed: {message}")
+        row = ResultRow(metric="error", value=None, direction="neutral", status="error", error=message)
+        self.store.append(task.name, TASK_ERROR, [flat_row(task, task_run.kind, row, {}, {})], self.run_id)
 
     def run(self) -> RunStats:
         """Plan every selected task, then compute what is not done; return the counters.
@@ -508,13 +536,15 @@ class Runner:
         else also keeps the end of its traceback, since it points at a bug in a plugin
         or in relbench. The task-level error is cleared when a later run finishes the task.
         """
+        plans = self.plans()  # user errors before anything is written
         self.store.ensure_writable()
         self.cache.ensure_writable()
-        for task_run in self.plans():
+        for task_run in plans:
             task, plan = task_run.task, task_run.plan()
             todo = plan.todo
             self.stats.units_skipped += len(plan.units) - len(todo)
             if not todo:
+                self._clear_task_error(task)
                 continue
             t0 = time.perf_counter()
             self.say(f"== task {task.name} ({task.kind.label}): {len(todo)} of {len(plan.units)} units to compute ==")
@@ -523,15 +553,8 @@ class Runner:
             except (KeyboardInterrupt, SystemExit):
                 raise
             except Exception as exc:  # noqa: BLE001 - a failing task is data; the next task still runs
-                message = f"{type(exc).__name__}: {exc}" if not isinstance(exc, UserError) else str(exc)
-                if not isinstance(exc, UserError):
-                    message += "\n" + "".join(traceback.format_exception(exc)[-4:])
-                self.stats.failures.append(f"{task.name}: {message.splitlines()[0]}")
-                self.say(f"task {task.name} failed: {message}")
-                row = ResultRow(metric="error", value=None, direction="neutral", status="error", error=message)
-                self.store.append(task.name, TASK_ERROR, [flat_row(task, task_run.kind, row, {}, {})], self.run_id)
+                self._task_failed(task_run, exc)
             else:
-                if TASK_ERROR in self.store.read(task.name).units:
-                    self.store.append(task.name, TASK_ERROR, [], self.run_id)  # the task now finishes: clear it
+                self._clear_task_error(task)
             self.say(f"== task {task.name} finished in {time.perf_counter() - t0:.1f}s ==")
         return self.stats

@@ -23,6 +23,15 @@ def registry():
 
 
 @pytest.fixture
+def cli_main(registry, monkeypatch):
+    """`relbench` main() with the toy plugins registered too."""
+    from relbench import cli
+
+    monkeypatch.setattr("relbench.plugins.load_registry", lambda *args, **kwargs: registry)
+    return cli.main
+
+
+@pytest.fixture
 def write_yaml(tmp_path):
     """Write a YAML text (dedented) into tmp_path and return its path."""
 

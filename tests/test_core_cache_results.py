@@ -58,12 +58,12 @@ def test_store_skips_truncated_last_line_and_keeps_newest(tmp_path):
     store.append("t", "u1", [{**row, "value": 0.7}], "run2")
     with open(tmp_path / "t.jsonl", "a") as fh:
         fh.write('{"unit": "u2", "rows": [{"task"')  # a kill mid-write
-    assert store.done("t") == {"u1"}
+    assert store.read("t").done == {"u1"}
     df = store.load("t")
     assert list(df["value"]) == [0.7]
     assert sorted(store.load("t", all_runs=True)["value"]) == [0.5, 0.7]
     store.append("t", "u3", [{**row, "value": 0.9}], "run3")  # the resumed run appends after the cut line
-    assert store.done("t") == {"u1", "u3"}
+    assert store.read("t").done == {"u1", "u3"}
     assert sorted(store.load("t")["value"]) == [0.7, 0.9]
 
 
@@ -78,9 +78,9 @@ def test_units_that_failed_are_not_done_until_they_succeed(tmp_path):
     store = ResultStore(tmp_path)
     store.append("t", "u1", [{"task": "t", "metric": "error", "status": "error"}], "run1")
     store.append("t", "u2", [{"task": "t", "metric": "accuracy", "value": 0.5, "status": "ok"}], "run1")
-    assert store.done("t") == {"u2"}
+    assert store.read("t").done == {"u2"}
     store.append("t", "u1", [{"task": "t", "metric": "accuracy", "value": 0.6, "status": "ok"}], "run2")
-    assert store.done("t") == {"u1", "u2"}
+    assert store.read("t").done == {"u1", "u2"}
 
 
 def test_unwritable_output_is_a_user_error(tmp_path):

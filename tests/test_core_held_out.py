@@ -51,7 +51,7 @@ def test_a_learning_selector_never_sees_the_encoder_it_is_evaluated_on(registry,
     # every evaluated cell names its source as held out
     cells = df[df["metric"] == "accuracy"]
     assert len(cells) == 2 * 3 * 3
-    assert all(row.held_out == [row.source] for row in cells.itertuples())
+    assert all(row.held_out == row.source for row in cells.itertuples())
 
 
 def test_held_out_protocol_keeps_the_source_out_of_param_and_partner_banks(registry, write_yaml):

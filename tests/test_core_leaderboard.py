@@ -25,34 +25,38 @@ def test_ties_prefer_more_tasks_and_single_entry_tasks_count_as_best():
     assert [(k, n) for k, _, _, n in rows] == [("y", 2), ("x", 1), ("z", 1)]
 
 
-def _rows(stitcher, seeds, value, kind="word-neighbourhoods"):
-    return [{"kind": kind, "metric": "jaccard@10", "stitcher": stitcher, "seed": seed, "source": s, "target": t,
-             "value": value, "status": "ok"} for seed in seeds for s, t in (("a", "b"), ("b", "a"), ("a", "a"))]
+def _rows(representation, seeds, value, kind="word-neighbourhoods"):
+    return [{"kind": kind, "metric": "jaccard@10", "representation": representation, "seed": seed, "source": s,
+             "target": t, "value": value, "direction": "higher", "status": "ok"}
+            for seed in seeds for s, t in (("a", "b"), ("b", "a"), ("a", "a"))]
 
 
 def test_claims_count_seedless_rows_and_name_the_metric_outside_stitching():
     import pandas as pd
 
     from relbench.leaderboard import claims_section
+    from relbench_relreps import WordNeighbourhoods
 
     # deterministic baselines are stored without a seed; they still form a side of a claim
     df = pd.DataFrame(_rows("relative", [0, 1], 0.5) + _rows("absolute", [None], 0.1))
     claim = {"claim": "relative beats absolute", "metric": "jaccard@10",
-             "better": {"stitcher": "relative"}, "worse": {"stitcher": "absolute"}}
-    text = claims_section(df, [claim])
-    assert "**holds** — stitcher=relative: 0.500 vs stitcher=absolute: 0.100 (jaccard@10)" in text
-    worse = claims_section(df, [{**claim, "better": claim["worse"], "worse": claim["better"]}])
+             "better": {"representation": "relative"}, "worse": {"representation": "absolute"}}
+    kind = WordNeighbourhoods()
+    text = claims_section(kind, df, [claim])
+    assert "**holds** — representation=relative: 0.500 vs representation=absolute: 0.100 (jaccard@10 ↑)" in text
+    worse = claims_section(kind, df, [{**claim, "better": claim["worse"], "worse": claim["better"]}])
     assert "**does not hold on this data**" in worse
 
 
 def test_held_out_section_averages_decoders_and_draws_the_own_head(tmp_path):
     import pandas as pd
 
-    from relbench.leaderboard import Page, held_out_section
+    from relbench.pages import Page
+    from relbench_stitching import Stitching
+    from relbench_stitching.page import held_out_section
 
-    protocol = {"protocol": "held-out", "held_out": ["h"]}
-    base = {"kind": "stitching", "metric": "accuracy", "status": "ok", "kind_params": protocol,
-            "held_out": ["h"], "regularizer": "-", "extra": {}}
+    base = {"kind": "stitching", "metric": "accuracy", "direction": "higher", "status": "ok", "held_out": "h",
+            "regularizer": "-", "extra": {}}
     rows = [{**base, "selector": "random", "similarity": "cosine", "stitcher": "relative", "seed": seed,
              "source": "h", "target": t, "value": v}
             for seed, (v1, v2) in enumerate([(0.6, 0.8), (0.5, 0.7)]) for t, v in (("a", v1), ("b", v2))]
@@ -63,5 +67,6 @@ def test_held_out_section_averages_decoders_and_draws_the_own_head(tmp_path):
     assert "| random · cosine · relative    | 0.650 ± 0.050" in text
     assert "own absolute head (reference) | 0.900" in text
     assert (tmp_path / "figures" / "t" / "held-out-accuracy.png").stat().st_size > 0
-    all_pairs = pd.DataFrame(rows).assign(kind_params=[{"protocol": "all-pairs"}] * len(rows))
-    assert held_out_section(all_pairs, "accuracy", Page(tmp_path, "t")) == ""
+    # the section belongs to the held-out protocol's page only (the kind is built with the task's parameters)
+    assert "Held-out encoders" in Stitching(protocol="held-out").page(pd.DataFrame(rows), Page(tmp_path, "t"))
+    assert "Held-out encoders" not in Stitching().page(pd.DataFrame(rows), Page(tmp_path, "t"))

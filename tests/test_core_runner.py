@@ -39,13 +39,6 @@ tasks:
 """
 
 
-@pytest.fixture
-def cli_main(registry, monkeypatch):
-    """`relbench` main() with the toy plugins registered too."""
-    monkeypatch.setattr("relbench.plugins.load_registry", lambda disable=None: registry)
-    return cli.main
-
-
 def _run(registry, path, **kw):
     runner = Runner(load_suite(path, registry), registry, quiet=True, **kw)
     return runner, runner.run()
@@ -69,7 +62,8 @@ def test_relative_stitching_beats_absolute_and_rerun_does_nothing(registry, writ
 
     toy_plugins.Rotated.calls.clear()
     runner2, stats2 = _run(registry, path)
-    assert stats2.encoded == 0 and stats2.cached == 6 and toy_plugins.Rotated.calls == []
+    # nothing to do: no bank is even read from the cache
+    assert stats2.encoded == 0 and stats2.cached == 0 and toy_plugins.Rotated.calls == []
     assert stats2.units_done == 0 and stats2.units_skipped == stats.units_done
 
     runner3, stats3 = _run(registry, path, force=True)
@@ -83,7 +77,7 @@ def test_relative_stitching_beats_absolute_and_rerun_does_nothing(registry, writ
 def _interrupt_at_cell(monkeypatch, n: int):
     """Make the n-th evaluated cell raise KeyboardInterrupt (as Ctrl-C would); return
     the real evaluation, to put back with monkeypatch.setattr."""
-    import relbench.stitching as stitching
+    import relbench_stitching.kind as stitching
 
     real, calls = stitching._evaluate, []
 
@@ -98,7 +92,7 @@ def _interrupt_at_cell(monkeypatch, n: int):
 
 
 def test_killed_run_resumes_where_it_stopped(registry, write_yaml, monkeypatch):
-    import relbench.stitching as stitching
+    import relbench_stitching.kind as stitching
 
     path = write_yaml(TASKS)
     real = _interrupt_at_cell(monkeypatch, 8)
@@ -128,17 +122,18 @@ def test_bad_yaml_exits_2_without_traceback(cli_main, write_yaml, capsys):
     assert "did you mean 'cosine'" in err and "tasks.yaml:" in err and "Traceback" not in err
 
 
-def test_too_many_anchors_is_recorded_and_run_continues(cli_main, write_yaml, capsys):
+def test_too_many_anchors_is_refused_before_any_work(cli_main, write_yaml, capsys):
     path = write_yaml(TASKS.replace("num_anchors: 16", "num_anchors: 5000"))
-    assert cli_main(["run", str(path), "-q"]) == 1
+    toy_plugins.Rotated.calls.clear()
+    assert cli_main(["run", str(path), "-q"]) == 2
     err = capsys.readouterr().err
-    assert "5000" in err and "anchors" in err
-    assert (path.parent / "boards" / "blobs.md").exists()  # absolute rows still evaluated and rendered
+    assert "num_anchors is 5000" in err and "240 training samples" in err and "Traceback" not in err
+    assert not toy_plugins.Rotated.calls and not (path.parent / "results").exists()
 
 
 def test_single_class_dataset_is_refused(cli_main, write_yaml, capsys):
     path = write_yaml(TASKS.replace("classes: 4", "classes: 1"))
-    assert cli_main(["run", str(path), "-q"]) == 1
+    assert cli_main(["run", str(path), "-q"]) == 2
     assert "single class" in capsys.readouterr().err
 
 
@@ -178,10 +173,10 @@ def test_quiet_silences_every_progress_bar(cli_main, write_yaml, capsys, monkeyp
     assert "%|" not in capsys.readouterr().err and toy_plugins.Rotated.calls
 
 
-def test_dry_run_prints_grid(cli_main, write_yaml, capsys):
+def test_dry_run_prints_the_plan_per_task(cli_main, write_yaml, capsys):
     assert cli_main(["run", str(write_yaml(TASKS)), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "2 combinations × 2 seeds: 12 units (decoder fits), 36 evaluated cells" in out
+    assert "1 tasks, 12 units, 12 to compute." in out  # seeds × combinations × targets
 
 
 def test_leaderboard_rebuilds_from_store_alone(registry, cli_main, write_yaml, capsys):
@@ -206,19 +201,24 @@ def test_leaderboard_rebuilds_from_store_alone(registry, cli_main, write_yaml, c
 
 def test_failed_units_are_retried_by_the_next_run(registry, write_yaml, monkeypatch):
     path = write_yaml(TASKS)
-    import relbench.stitching as stitching
+    import relbench_stitching.kind as stitching
 
-    real = stitching._evaluate
+    from relbench_relreps.stitchers import AbsoluteDecoder, RelativeDecoder
 
-    def flaky(stitcher, source, target, *args, **kwargs):
-        if target == "b":
-            raise RuntimeError("decoder b diverged")
-        return real(stitcher, source, target, *args, **kwargs)
+    def flaky(real):
+        def fit(self, target, ctx):
+            if target.encoder == "b":
+                raise RuntimeError("decoder b diverged")
+            return real(self, target, ctx)
+        return fit
 
-    monkeypatch.setattr(stitching, "_evaluate", flaky)
+    reals = {cls: cls.fit for cls in (AbsoluteDecoder, RelativeDecoder)}
+    for cls, real in reals.items():
+        monkeypatch.setattr(cls, "fit", flaky(real))
     _, stats = _run(registry, path)
     assert len(stats.failures) == 2 * 2  # seeds × combinations with target b
-    monkeypatch.setattr(stitching, "_evaluate", real)
+    for cls, real in reals.items():
+        monkeypatch.setattr(cls, "fit", real)
     runner, stats = _run(registry, path)
     assert stats.units_done == 4 and stats.units_skipped == 8 and not stats.failures
     assert (runner.store.load("blobs")["status"] != "error").all()
@@ -227,7 +227,7 @@ def test_failed_units_are_retried_by_the_next_run(registry, write_yaml, monkeypa
 def test_a_task_that_crashes_is_recorded_and_the_next_task_runs(registry, cli_main, write_yaml, monkeypatch, capsys):
     two = TASKS + TASKS.split("tasks:\n", 1)[1].replace("name: blobs", "name: blobs-2")
     path = write_yaml(two)
-    import relbench.stitching as stitching
+    import relbench_stitching.kind as stitching
 
     real_plan = stitching.Stitching.plan
     calls = []
@@ -312,7 +312,7 @@ def test_cache_ls_lists_the_banks_and_clear_empties_it(registry, cli_main, write
 
 
 def test_ctrl_c_exits_130_keeps_finished_units_and_says_how_to_resume(cli_main, write_yaml, capsys, monkeypatch):
-    import relbench.stitching as stitching
+    import relbench_stitching.kind as stitching
 
     real = _interrupt_at_cell(monkeypatch, 8)
     path = write_yaml(TASKS)
@@ -320,5 +320,5 @@ def test_ctrl_c_exits_130_keeps_finished_units_and_says_how_to_resume(cli_main, 
     err = capsys.readouterr().err
     assert "interrupted: 2 units finished in this run are stored" in err and "run the same command again" in err
     monkeypatch.setattr(stitching, "_evaluate", real)
-    assert cli_main(["run", str(path), "-q"]) == 0
-    assert "skipped 2 already finished" in capsys.readouterr().err
+    assert cli_main(["run", str(path), "--no-leaderboard"]) == 0
+    assert "reused 2 already finished" in capsys.readouterr().err

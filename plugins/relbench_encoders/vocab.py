@@ -9,8 +9,10 @@ from typing import ClassVar
 import numpy as np
 
 from relbench.interfaces import Dataset, DatasetData, Split
+from relbench_datasets.assets import cached_json
+from relbench_encoders import corpus as corpora
 from relbench_encoders._common import cache_subdir, params_hash
-from relbench_encoders.tables import TABLES, get_table
+from relbench_encoders.tables import TABLES, get_table, table_fingerprint
 
 _ALPHA = re.compile(r"^[^\W\d_]+$")
 
@@ -53,7 +55,15 @@ class WordVocab(Dataset):
             raise ValueError(f"need 0 < size <= top, got size={self.size}, top={self.top}")
 
     def words(self) -> list[str]:
-        """The chosen words, in frequency order."""
+        """The chosen words, in frequency order (computed once per tables' identity and
+        parameters, then read from ``datasets/word-vocab`` in the cache: building it
+        loads every table)."""
+        default = (corpora.CORPORA, 100, 5, 5, 5, 0)  # get_table's defaults: the tables this list reads
+        key = params_hash(dict(params=self.params(), tables=[table_fingerprint(t, *default)
+                                                             for t in ["glove", *self.tables]]))
+        return cached_json(self.name, key, self._draw)
+
+    def _draw(self) -> list[str]:
         cache = cache_subdir(None, "words")
         tables = [get_table(t, cache) for t in self.tables]
         pool: list[str] = []
