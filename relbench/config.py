@@ -45,6 +45,8 @@ close matches for misspelt names.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.metadata
 import types
 import typing
 from dataclasses import dataclass, field
@@ -224,8 +226,22 @@ class PluginSpec:
         author's own ``version`` of the method. The label is not part of it."""
         cls = self.cls
         return {"class": f"{cls.__module__}:{cls.__qualname__}" if cls else self.name,
-                "params": self.full_params(), "package": self.package,
+                "params": self.full_params(), "package": self.package or package_of(cls),
                 "version": str(getattr(cls, "version", ""))}
+
+
+@functools.lru_cache(maxsize=None)
+def _distributions() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
+def package_of(cls: type | None) -> str:
+    """The installed distribution ("name version") that provides ``cls``'s module, for a
+    spec built in code rather than from a tasks file ("" when none does)."""
+    if cls is None:
+        return ""
+    names = _distributions().get(cls.__module__.split(".")[0], [])
+    return f"{names[0]} {importlib.metadata.version(names[0])}" if names else ""
 
 
 @dataclass

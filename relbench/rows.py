@@ -4,7 +4,6 @@ use it, so a kind tested against the double sees the rows the store would hold."
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from relbench.config import PluginSpec, Task
@@ -58,11 +57,10 @@ def flat_row(task: Task, kind: TaskKind, r: ResultRow, display: dict[str, Any], 
     clash = {c for c in r.cell if c in display}
     if clash:
         raise TypeError(f"task kind {kind.name!r}: a row sets {sorted(clash)}, which its unit key already fixes")
-    value = None if r.value is None else float(r.value)
     return {
         "task": task.name, "kind": kind.name, "dataset": task.dataset.label, "seed": display.get("seed"),
         **{c: None for c in kind.columns}, **{k: v for k, v in display.items() if k != "seed"}, **r.cell,
-        "metric": r.metric, "value": None if value is not None and math.isnan(value) and r.status != "ok" else value,
+        "metric": r.metric, "value": None if r.value is None else float(r.value),
         "direction": r.direction, "status": r.status, "error": r.error, "extra": r.extra,
         "packages": packages(inputs),
     }
