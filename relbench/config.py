@@ -47,6 +47,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.metadata
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -56,6 +58,7 @@ from typing import Any
 import yaml
 
 from relbench.errors import ConfigError, UnknownPlugin
+from relbench.names import RESERVED_NAMES, valid_task_name
 from relbench.plugins import Registry, did_you_mean
 
 SUITE_KEYS = {"seeds", "device", "num_anchors", "batch_size", "metrics", "output", "leaderboards", "cache_dir"}
@@ -70,6 +73,14 @@ SPEC_KEYS = {"name", "params", "label"}
 ENCODER_KEYS = SPEC_KEYS | {"view"}
 NONE = "none"
 EXTENSION_PREFIX = "x-"  # top-level keys ignored by validation: homes for YAML anchors
+
+#: a label is shown in tables and figure titles: printable, at most 100 characters
+LABEL_MAX = 100
+#: what an empty part of a combination is shown as; no label may take it
+RESERVED_LABELS = {"-", NONE}
+#: seeds reach numpy and torch generators: 0 ≤ seed < 2³²
+SEED_RANGE = range(0, 2**32)
+DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
 
 
 # ----------------------------------------------------------------------------- YAML with lines
@@ -91,6 +102,17 @@ class _Seq(list):
 
 class _LineLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:  # explicit keys only: a key may override a `<<: *anchor` merge
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node)
+            if isinstance(key, str) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first on line {seen[key]}); a second one would silently "
+                                f"replace the first", key_node.start_mark)
+            if isinstance(key, str):
+                seen[key] = key_node.start_mark.line + 1
         mapping = _Map(super().construct_mapping(node, deep=True))
         mapping.line = node.start_mark.line + 1
         mapping.lines = {self.construct_object(k): k.start_mark.line + 1 for k, _ in node.value}
@@ -132,7 +154,15 @@ def _read_yaml(path: Path) -> Any:
     if not path.is_file():
         raise ConfigError(f"{path}: no such file. Pass the path of a tasks YAML file, e.g. `relbench run tasks.yaml`.")
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_LineLoader)
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: the file is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+                          f"{exc.start}); save it as UTF-8.") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror}).") from None
+    try:
+        return yaml.load(text, Loader=_LineLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -145,6 +175,8 @@ def _read_yaml(path: Path) -> Any:
 
 def _type_ok(value: Any, tp: Any) -> bool:
     """Whether a YAML value fits a parameter annotation."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return False  # NaN and infinities are never a parameter value
     if tp is Any:
         return True
     origin = typing.get_origin(tp)
@@ -163,7 +195,7 @@ def _type_ok(value: Any, tp: Any) -> bool:
     if origin is dict or tp is dict:
         return isinstance(value, dict)
     if tp is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if tp is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if isinstance(tp, type):
@@ -347,7 +379,12 @@ def _plugin_spec(raw: Any, interface: str, registry: Registry, where: _Where, vi
         cls(**params)
     except (ValueError, TypeError) as exc:
         raise pwhere.error(f"invalid parameters for {interface} {name!r}: {exc}") from None
-    label = str(raw.get("label") or _default_label(str(name), params, fields))
+    label = raw.get("label") or _default_label(str(name), params, fields)
+    if not isinstance(label, str) or label.strip().lower() in RESERVED_LABELS or len(label) > LABEL_MAX \
+            or not label.isprintable() or label != label.strip():
+        raise where.child("label", raw).error(
+            f"label {label!r} is not allowed: a label is a display name of at most {LABEL_MAX} printable characters, "
+            f"without surrounding spaces, and not {sorted(RESERVED_LABELS)} (which mean an empty part).")
     package = registry.package(interface, str(name))
     if view_ok:
         view = raw.get("view")
@@ -397,8 +434,9 @@ def _settings(raw: dict, defaults: dict, where: _Where) -> dict:
         seeds = raw["seeds"]
         w = where.child("seeds", raw)
         _expect(seeds, list, w, "a list of integer seeds, e.g. [0, 1, 2]")
-        if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
-            raise w.error(f"expected a non-empty list of integer seeds, got {seeds!r}.")
+        if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s in SEED_RANGE for s in seeds):
+            raise w.error(f"expected a non-empty list of integer seeds between 0 and {SEED_RANGE.stop - 1}, "
+                          f"got {seeds!r}.")
         out["seeds"] = list(seeds)
     for key in ("num_anchors", "batch_size"):
         if key in raw:
@@ -408,8 +446,8 @@ def _settings(raw: dict, defaults: dict, where: _Where) -> dict:
             out[key] = value
     if "device" in raw:
         device = raw["device"]
-        if device not in ("auto", "cpu", "cuda") and not (isinstance(device, str) and device.startswith("cuda:")):
-            raise where.child("device", raw).error(f"expected auto, cpu or cuda, got {device!r}.")
+        if not (isinstance(device, str) and DEVICE.fullmatch(device)):
+            raise where.child("device", raw).error(f"expected auto, cpu, cuda or cuda:N (N ≥ 0), got {device!r}.")
         out["device"] = device
     return out
 
@@ -430,6 +468,11 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
         if key not in raw:
             raise where.error(f"task is missing the required key `{key}`.")
     name = _expect(raw["name"], str, where.child("name", raw), "a task name (string)")
+    if not valid_task_name(name):  # it becomes file names; names differing only in case are refused below
+        raise where.child("name", raw).error(
+            f"task name {name!r} is not allowed: a task name becomes file names, so it must be 1–64 letters, digits, "
+            f"'.', '_' or '-', start with a letter or digit, and not be one of {sorted(RESERVED_NAMES)} "
+            f"(any case). E.g. {re.sub(r'[^A-Za-z0-9._-]+', '-', name).strip('-._')[:64] or 'my-task'!r}.")
     settings = _settings(raw, defaults, where)
     kind = _plugin_spec(raw["kind"] if "kind" in raw else _default_kind(registry, where), "task_kind", registry,
                         where.child("kind", raw))
@@ -542,10 +585,11 @@ def load_suite(path: str | Path, registry: Registry) -> Suite:
     tasks = _collect_tasks(path, registry, defaults, {path.resolve()})
     if not tasks:
         raise where.child("tasks", raw).error("the task list is empty.")
-    names = [t.name for t in tasks]
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    names = [t.name.lower() for t in tasks]
+    dupes = sorted({t.name for t in tasks if names.count(t.name.lower()) > 1})
     if dupes:
-        raise where.child("tasks", raw).error(f"duplicate task names {dupes}; task names must be unique.")
+        raise where.child("tasks", raw).error(f"duplicate task names {dupes} (compared without case, since each "
+                                              f"names files); task names must be unique.")
 
     def _dir(key: str, default: str | None) -> Path | None:
         value = suite_raw.get(key, default)

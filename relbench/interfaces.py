@@ -428,7 +428,11 @@ class StitchSide:
         if split not in self._relative:
             bank = self.train if split == "train" else self.test
             with torch.no_grad():
-                self._relative[split] = self.similarity.project(bank.X, self.anchors)
+                rel = self.similarity.project(bank.X, self.anchors)
+            if not torch.isfinite(rel).all():
+                raise ValueError(f"similarity {self.similarity.name!r} produced non-finite relative features for "
+                                 f"encoder {self.encoder!r} ({split} split); nothing is scored on them")
+            self._relative[split] = rel
         return self._relative[split]
 
 

@@ -23,6 +23,7 @@ from tabulate import tabulate
 from relbench.cache import atomic_write_bytes
 from relbench.config import Task
 from relbench.interfaces import TaskKind
+from relbench.names import inside
 from relbench.pages import Page, arrow, directions, fmt
 from relbench.results import ResultStore
 from relbench.rows import TASK_ERROR
@@ -162,7 +163,7 @@ def render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, 
         kind = task.kind.build()
         page = Page(out, task.name, store)
         if df.empty:
-            atomic_write_bytes(out / f"{task.name}.md", (
+            atomic_write_bytes(inside(out, task.name, ".md"), (
                 f"# {task.name}\n\n{task.description}\n\n_No results of the current tasks file yet: run "
                 f"`relbench run` on it. {GENERATED}_\n").encode())
             continue
@@ -172,7 +173,7 @@ def render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, 
         if task.published:
             body += published_section(kind, df, task.published)
         head = f"# {task.name}\n\n" + (f"{task.description}\n\n" if task.description else "") + provenance(df)
-        path = out / f"{task.name}.md"
+        path = inside(out, task.name, ".md")
         atomic_write_bytes(path, (head + "\n" + body).encode())
         written.append(path)
         headline = kind.headline(df)

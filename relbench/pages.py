@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from relbench.names import inside
 from relbench.results import ResultStore
 
 ARROWS = {"higher": "↑", "lower": "↓", "neutral": ""}
@@ -27,8 +28,9 @@ class Page:
 
     def figure(self, filename: str) -> tuple[Path, str]:
         """``(path to write, markdown-relative link)`` of a figure of this page."""
-        folder = self.root / "figures" / self.task
+        folder = inside(self.root / "figures", self.task)
         folder.mkdir(parents=True, exist_ok=True)
+        filename = Path(filename).name
         return folder / filename, f"figures/{self.task}/{filename}"
 
     def stored_figure(self, filename: str) -> str | None:

@@ -29,6 +29,7 @@ import pandas as pd
 
 from relbench.errors import OutputNotWritable
 from relbench.identity import key_json
+from relbench.names import inside, valid_task_name
 
 #: the columns every loaded frame has (a task kind adds its own)
 COLUMNS = ["task", "kind", "dataset", "seed", "metric", "value", "direction", "status", "error"]
@@ -90,14 +91,13 @@ class ResultStore:
                                                               "`relbench run --output DIR`")
 
     def _file(self, task: str) -> Path:
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in task)
-        return self.root / f"{safe}.jsonl"
+        return inside(self.root, task, ".jsonl")
 
     def figure_path(self, task: str, filename: str) -> Path:
         """Where a figure drawn while running ``task`` is kept. Figures such as
         reconstructions need the trained models, so they are results, not renderings:
         ``relbench leaderboard`` copies them next to the page."""
-        return self.root / "figures" / self._file(task).stem / filename
+        return inside(self.root / "figures", task) / Path(filename).name
 
     def _lines(self, task: str) -> list[dict]:
         path = self._file(task)
@@ -143,19 +143,9 @@ class ResultStore:
             self._read[task].add(json.loads(line))
 
     def tasks(self) -> list[str]:
-        """Names of the tasks with stored results (read from each file's first unit)."""
-        names = []
-        for path in sorted(self.root.glob("*.jsonl")):
-            with open(path, encoding="utf-8") as fh:
-                for line in fh:
-                    try:
-                        rows = json.loads(line)["rows"]
-                    except (json.JSONDecodeError, KeyError):
-                        continue  # a line cut short by a kill
-                    if rows:
-                        names.append(rows[0]["task"])
-                        break
-        return names
+        """Names of the tasks with a results file (files whose name is not a valid task
+        name, e.g. from a store written elsewhere, are ignored)."""
+        return [p.stem for p in sorted(self.root.glob("*.jsonl")) if p.is_file() and valid_task_name(p.stem)]
 
     def load(self, task: str | None = None, units: set[str] | None = None, all_runs: bool = False) -> pd.DataFrame:
         """Result rows as a DataFrame: the newest line per unit id (every line with

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import json
+import math
 import os
 import sys
 import time
@@ -44,6 +45,7 @@ from relbench.interfaces import (
 )
 from relbench.plugins import Registry
 from relbench.results import ResultStore, environment, git_revision
+from relbench.training import NonFinite
 from relbench.rows import TASK_ERROR, display_key, flat_row
 
 ID_VIEW = "id"  # pseudo-view whose items are the sample ids (for precomputed embeddings)
@@ -394,11 +396,17 @@ class TaskRun:
         t0 = time.perf_counter()
         try:
             yield rows
-        except (KeyboardInterrupt, SystemExit):
+            bad = next((r for r in rows if r.status == "ok" and (r.value is None or not math.isfinite(r.value))), None)
+            if bad is not None:
+                raise NonFinite(f"task kind {self.kind.name!r} produced {bad.value} for {bad.metric!r} "
+                                f"(cell {bad.cell or planned.display}); a non-finite number is never scored")
+        except KeyboardInterrupt:
             raise
         except BadEmbeddings:
             raise
-        except Exception as exc:  # a failing combination is data, not the end of the run
+        except (Exception, SystemExit) as exc:  # a failing combination (even one calling sys.exit) is data
+            if isinstance(exc, SystemExit):
+                exc = RuntimeError(f"a plugin called sys.exit({exc.code!r}) while computing this unit")
             message = f"{type(exc).__name__}: {exc}"
             if not isinstance(exc, UserError):
                 message += "\n" + "".join(traceback.format_exception(exc)[-3:])
@@ -550,9 +558,11 @@ class Runner:
             self.say(f"== task {task.name} ({task.kind.label}): {len(todo)} of {len(plan.units)} units to compute ==")
             try:
                 task_run.kind.run(task_run)
-            except (KeyboardInterrupt, SystemExit):
+            except KeyboardInterrupt:
                 raise
-            except Exception as exc:  # noqa: BLE001 - a failing task is data; the next task still runs
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failing task is data; the next task runs
+                if isinstance(exc, SystemExit):
+                    exc = RuntimeError(f"a plugin called sys.exit({exc.code!r}) while task {task.name!r} ran")
                 self._task_failed(task_run, exc)
             else:
                 self._clear_task_error(task)

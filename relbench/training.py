@@ -107,13 +107,16 @@ def train_loop(
     torch.manual_seed(seed)
     gen = seeded_generator(seed)
     opt = torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay, foreach=True)
-    for _ in range(epochs):
+    for epoch in range(epochs):
         if on_epoch is not None:
             on_epoch()
         for idx in minibatches(n, batch_size, gen, labels, balanced):
             if len(idx) < 2:
                 continue
             loss = step_loss(idx)
+            if not torch.isfinite(loss):
+                raise NonFinite(f"the training loss became {float(loss)} at epoch {epoch + 1}: a non-finite input "
+                                f"(features, anchors) or a diverging term; nothing trained on it is scored")
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -166,6 +169,11 @@ def predict_logits(model: nn.Module, X: torch.Tensor) -> torch.Tensor:
     """
     model.eval()
     return model(X) if len(X) else X.new_zeros((0, 0))
+
+
+class NonFinite(ValueError):
+    """A plugin produced NaN or an infinity where a number was needed: its unit is
+    stored as an error naming the step, never as a score."""
 
 
 class BatchInstanceNorm(nn.Module):

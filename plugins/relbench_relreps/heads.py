@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from relbench.interfaces import Regularizer, RegularizerBatch, Similarity
-from relbench.training import HeadSettings, train_loop
+from relbench.training import NonFinite, HeadSettings, train_loop
 
 class Adapter(nn.Module):
     """A trainable ``Linear(d, d)`` initialised to the identity, placed in front of a
@@ -90,7 +90,13 @@ def train_relative_with_regularizers(
         fixed = {name: F[idx] for name, F in (partners or {}).items()}
         batch = RegularizerBatch(labels=y[idx], embeddings={encoder: emb}, relative={encoder: rel, **fixed},
                                  trained=encoder)
-        return loss + sum(reg.loss(batch) for reg in regularizers)
+        for reg in regularizers:
+            term = reg.loss(batch)
+            if not torch.isfinite(term):
+                raise NonFinite(f"regularizer {reg.name!r} returned a non-finite loss ({float(term)}) for a training "
+                                f"batch of encoder {encoder!r}")
+            loss = loss + term
+        return loss
 
     head.train()
     train_loop(params, len(X), step_loss, epochs=settings.epochs, lr=settings.lr, batch_size=settings.batch_size,

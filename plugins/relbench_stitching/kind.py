@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 import numpy as np
+import torch
 
 import pandas as pd
 
@@ -251,6 +252,9 @@ def _evaluate(stitcher, source: StitchSide, metrics, extra: dict) -> list[Result
     except NotAchievable as exc:
         return [ResultRow(metric=m, value=None, direction=metric.direction(), cell=cell, status="not_achievable",
                           error=str(exc), extra=extra) for m, metric in metrics]
+    if not torch.isfinite(pred.logits).all():
+        raise ValueError(f"stitcher {type(stitcher).name!r} predicted non-finite logits for source {source.encoder!r}; "
+                         f"nothing is scored on them")
     y_true = source.test.labels.cpu().numpy()
     y_pred = pred.logits.argmax(dim=1).cpu().numpy()
     rows = [ResultRow(metric=label, value=float(metric.compute(y_true, y_pred)), direction=metric.direction(),

@@ -1,0 +1,117 @@
+"""Input relbench does not expect gets a clear answer: names that cannot escape their
+folder, labels that cannot mean "empty", no duplicate YAML keys, no NaN parameter, no NaN
+ever scored, and a plugin's sys.exit isolated like any other failure."""
+
+from __future__ import annotations
+
+import pytest
+import toy_plugins
+
+from relbench.config import load_suite
+from relbench.errors import ConfigError
+from relbench.runner import Runner
+
+TASKS = """\
+suite: {seeds: [0], num_anchors: 16, output: results, leaderboards: boards}
+tasks:
+  - name: blobs
+    dataset: {name: toy-blobs, params: {classes: 4}}
+    encoders:
+      - {name: toy-rotated, label: a, params: {seed: 1}}
+      - {name: toy-rotated, label: b, params: {seed: 2, scale: 3.0}}
+    grid:
+      selectors: [random]
+      similarities: [cosine]
+      stitchers: [{name: relative, params: {epochs: 2}}]
+    metrics: [accuracy]
+"""
+
+
+@pytest.mark.parametrize("name", ["../README", "../../x", "/abs/path", "a/b", "README", "readme", "figures",
+                                  "-starts-with-dash", ".hidden", "x" * 65, "tab\there", "ünïcode"])
+def test_task_names_that_could_escape_or_collide_are_refused(registry, write_yaml, name):
+    path = write_yaml(TASKS.replace("name: blobs", f"name: {name!r}"))
+    with pytest.raises(ConfigError, match="task name .* is not allowed"):
+        load_suite(path, registry)
+
+
+def test_task_names_differing_only_in_case_are_refused(registry, write_yaml):
+    second = TASKS.split("tasks:\n", 1)[1].replace("name: blobs", "name: Blobs")
+    with pytest.raises(ConfigError, match="compared without case"):
+        load_suite(write_yaml(TASKS + second), registry)
+
+
+@pytest.mark.parametrize("label", ["'-'", "none", "None", "[a, b]", "{x: 1}", "' padded '", "'" + "l" * 101 + "'"])
+def test_labels_that_mean_empty_or_are_not_text_are_refused(registry, write_yaml, label):
+    path = write_yaml(TASKS.replace("{name: relative, params:", f"{{name: relative, label: {label}, params:"))
+    with pytest.raises(ConfigError, match="label"):
+        load_suite(path, registry)
+
+
+def test_duplicate_yaml_keys_are_refused_but_anchor_overrides_are_not(registry, write_yaml):
+    with pytest.raises(ConfigError, match="duplicate key 'suite'"):
+        load_suite(write_yaml(TASKS + "suite: {seeds: [1]}\n"), registry)
+    text = "x-head: &head {epochs: 2, lr: 0.01}\n" + TASKS.replace(
+        "{name: relative, params: {epochs: 2}}", "{name: relative, params: {<<: *head, epochs: 3}}")
+    task = load_suite(write_yaml(text), registry).tasks[0]
+    assert task.stitchers[0].params == {"epochs": 3, "lr": 0.01}
+
+
+@pytest.mark.parametrize("edit, message", [
+    (("epochs: 2}", "epochs: 2, lr: .inf}"), "expects"),
+    (("epochs: 2}", "epochs: 2, lr: .nan}"), "expects"),
+    (("seeds: [0]", "seeds: [-1]"), "seeds between 0"),
+    (("seeds: [0]", "seeds: [4294967296]"), "seeds between 0"),
+    (("num_anchors: 16", "num_anchors: 16, device: 'cuda:-1'"), "cuda:N"),
+])
+def test_non_finite_parameters_out_of_range_seeds_and_bad_devices_are_refused(registry, write_yaml, edit, message):
+    with pytest.raises(ConfigError, match=message):
+        load_suite(write_yaml(TASKS.replace(*edit)), registry)
+
+
+def test_a_tasks_file_that_is_not_utf8_is_a_clear_error(registry, tmp_path):
+    path = tmp_path / "tasks.yaml"
+    path.write_bytes(TASKS.replace("Toy", "T").encode() + b"# caf\xe9\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_suite(path, registry)
+
+
+def _run(registry, path):
+    runner = Runner(load_suite(path, registry), registry, quiet=True)
+    stats = runner.run()
+    return runner, stats
+
+
+def test_nan_features_are_an_error_row_never_a_score(registry, write_yaml, monkeypatch):
+    from relbench_relreps.similarities import Cosine
+
+    real = Cosine.project
+
+    def poisoned(self, X, A):
+        rel = real(self, X, A)
+        rel[0, 0] = float("nan")
+        return rel
+
+    monkeypatch.setattr(Cosine, "project", poisoned)
+    runner, stats = _run(registry, write_yaml(TASKS))
+    df = runner.store.load("blobs")
+    assert (df["status"] == "error").all() and len(stats.failures) == 2
+    assert df["error"].str.contains("non-finite").all()
+
+
+def test_a_nan_metric_is_an_error_row_never_a_score(registry, write_yaml, monkeypatch):
+    from relbench_metrics.classification import Accuracy
+
+    monkeypatch.setattr(Accuracy, "compute", lambda self, y, p: float("nan"))
+    runner, stats = _run(registry, write_yaml(TASKS))
+    df = runner.store.load("blobs")
+    assert set(df["status"]) == {"error"} and df["error"].str.contains("nan for 'accuracy'").all()
+
+
+def test_a_plugin_calling_sys_exit_fails_its_unit_and_the_run_goes_on(registry, write_yaml, monkeypatch):
+    def exits(self, items, ctx):
+        raise SystemExit(3)
+
+    monkeypatch.setattr(toy_plugins.Rotated, "encode", exits)
+    runner, stats = _run(registry, write_yaml(TASKS))
+    assert stats.failures and "sys.exit(3)" in stats.failures[0]
