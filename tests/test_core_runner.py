@@ -201,8 +201,6 @@ def test_leaderboard_rebuilds_from_store_alone(registry, cli_main, write_yaml, c
 
 def test_failed_units_are_retried_by_the_next_run(registry, write_yaml, monkeypatch):
     path = write_yaml(TASKS)
-    import relbench_stitching.kind as stitching
-
     from relbench_relreps.stitchers import AbsoluteDecoder, RelativeDecoder
 
     def flaky(real):

@@ -13,7 +13,6 @@ from relbench_irp.quality import TranslationQuality
 from relbench_irp.scale import ScaleInvariance
 from relbench_irp.stitchers import AffineStitcher, IRPStitcher, ProcrustesStitcher
 from relbench_relreps import RandomAnchors
-from relbench_relreps import RandomAnchors
 
 
 def _encoders():
