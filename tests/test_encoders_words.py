@@ -5,6 +5,8 @@ data set, and the install commands of missing modules."""
 from __future__ import annotations
 
 import json
+import os
+import pickle
 
 import numpy as np
 import pytest
@@ -14,7 +16,8 @@ from relbench.errors import MissingAsset
 from relbench.interfaces import DatasetData, EncoderContext, Split
 from relbench_encoders import _common, corpus
 from relbench_encoders.corpus import tokenize
-from relbench_encoders.tables import FrFastTextTable, fr_vocab_dir, get_table, murmurhash64a, table_fingerprint
+from relbench_encoders.tables import (FrFastTextTable, GensimTable, fr_vocab_dir, get_table, murmurhash64a,
+                                     table_fingerprint)
 from relbench_encoders.vocab import WordVocab
 from relbench_encoders.words import BagOfVectors, WordVectors
 
@@ -77,9 +80,150 @@ def test_gensim_tables_train_deterministically_and_cache(table, tmp_path):
     get_table.cache_clear()  # reload from the disk cache
     b = WordVectors(table=table, seed=1, **SMALL).encode(words, ctx)
     assert a.shape == (4, 16) and torch.equal(a, b)
-    assert list((tmp_path / "words").glob(f"{table}-*.kv"))
+    stored = sorted(f.name for f in (tmp_path / "words").glob(f"{table}-*"))
+    assert len(stored) == 2 and stored[0].endswith(".vectors.npy") and stored[1].endswith(".words.json")
     fp1 = WordVectors(table=table, seed=1, **SMALL).fingerprint(ctx)
     assert fp1 != WordVectors(table=table, seed=2, **SMALL).fingerprint(ctx)
+
+
+TINY = dict(corpus=("rotten-tomatoes",), dim=8, epochs=1, window=3, min_count=2, seed=0)
+
+
+@pytest.fixture
+def tiny_corpus(monkeypatch):
+    """Replace the corpora by 400 random sentences over 60 Zipf-distributed words, so
+    that gensim trains in a fraction of a second."""
+    rng = np.random.default_rng(0)
+    freq = 1 / np.arange(1, 61)
+    sentences = [[f"w{i}" for i in rng.choice(60, size=8, p=freq / freq.sum())] for _ in range(400)]
+    monkeypatch.setattr(corpus, "sentences", lambda name, cache_dir: sentences)
+
+
+@pytest.fixture
+def trained(monkeypatch):
+    """The gensim models trained during the test, in order (gensim's classes wrapped)."""
+    import gensim.models
+
+    models = []
+    for name in ("Word2Vec", "FastText"):
+        def record(*args, _cls=getattr(gensim.models, name), **kwargs):
+            models.append(_cls(*args, **kwargs))
+            return models[-1]
+        monkeypatch.setattr(gensim.models, name, record)
+    return models
+
+
+def forbid_pickle(monkeypatch):
+    """Make every pickle entry point fail the test if called."""
+    def fail(*args, **kwargs):
+        raise AssertionError("pickle used on the word-table cache")
+    for name in ("load", "loads", "dump", "dumps", "Unpickler", "Pickler"):
+        monkeypatch.setattr(pickle, name, fail)
+
+
+class _PickleBomb:
+    """Unpickling it creates the folder ``marker`` (a visible side effect)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return os.mkdir, (self.marker,)
+
+
+@pytest.mark.parametrize("kind", ["word2vec", "fasttext"])
+def test_gensim_tables_are_stored_as_npy_and_json_only(kind, tiny_corpus, trained, tmp_path, monkeypatch):
+    forbid_pickle(monkeypatch)
+    table = GensimTable(kind, tmp_path, **TINY)
+    vectors_file, words_file = sorted(tmp_path.iterdir())
+    assert vectors_file.name.endswith(".vectors.npy") and words_file.name.endswith(".words.json")
+    assert vectors_file.name.removesuffix(".vectors.npy") == words_file.name.removesuffix(".words.json")
+    vectors = np.load(vectors_file, allow_pickle=False)
+    words = json.loads(words_file.read_text(encoding="utf-8"))
+    assert words == table.words and vectors.dtype == np.float32 and vectors.shape == (len(words), 8)
+    if kind == "fasttext":  # gensim's n-gram buckets are not stored
+        assert trained[0].wv.vectors_ngrams.nbytes > 100 * vectors_file.stat().st_size
+    GensimTable(kind, tmp_path, **TINY)
+    assert len(trained) == 1  # read back, not retrained
+
+
+@pytest.mark.parametrize("kind", ["word2vec", "fasttext"])
+def test_stored_vectors_equal_gensims(kind, tiny_corpus, trained, tmp_path):
+    GensimTable(kind, tmp_path, **TINY)
+    table = GensimTable(kind, tmp_path, **TINY)  # from the files
+    (model,) = trained
+    words = list(model.wv.index_to_key)
+    assert table.words == words and table.dim == model.wv.vector_size == 8
+    np.testing.assert_array_equal(table.matrix(table.rows(words)), model.wv.vectors)
+    np.testing.assert_array_equal(table.lookup(["w3", "zzqxv"])[0], [model.wv["w3"], np.zeros(8)])
+    assert table.rows(["w0", "zzqxv"]).tolist() == [model.wv.key_to_index["w0"], -1]
+
+
+def test_a_pickle_in_the_cache_is_never_loaded(tiny_corpus, trained, tmp_path, monkeypatch):
+    GensimTable("word2vec", tmp_path, **TINY)
+    stem = next(tmp_path.glob("*.vectors.npy")).name.removesuffix(".vectors.npy")
+    expected = np.load(tmp_path / f"{stem}.vectors.npy")
+    marker = tmp_path / "unpickled"
+    bomb = pickle.dumps(_PickleBomb(marker))
+    pickle.loads(bomb)  # the bomb works: loading it leaves the marker
+    assert marker.is_dir()
+    marker.rmdir()
+    forbid_pickle(monkeypatch)
+    # an old-style gensim table (and its side file) where the table would be, new files absent
+    for f in tmp_path.glob(f"{stem}.*"):
+        f.unlink()
+    (tmp_path / f"{stem}.kv").write_bytes(bomb)
+    (tmp_path / f"{stem}.kv.vectors.npy").write_bytes(bomb)
+    table = GensimTable("word2vec", tmp_path, **TINY)
+    assert len(trained) == 2 and not marker.exists()
+    np.testing.assert_array_equal(table.matrix(table.rows(table.words)), expected)
+    # pickles in place of the new files are damaged files, not code
+    (tmp_path / f"{stem}.vectors.npy").write_bytes(bomb)
+    (tmp_path / f"{stem}.words.json").write_bytes(bomb)
+    table = GensimTable("word2vec", tmp_path, **TINY)
+    assert len(trained) == 3 and not marker.exists()
+    np.testing.assert_array_equal(table.matrix(table.rows(table.words)), expected)
+
+
+def _truncate(vectors, words):
+    vectors.write_bytes(vectors.read_bytes()[:-20])
+
+
+def _empty(vectors, words):
+    vectors.write_bytes(b"")
+
+
+def _short_vocabulary(vectors, words):
+    words.write_text(json.dumps(json.loads(words.read_text())[:-1]))
+
+
+def _wrong_width(vectors, words):
+    np.save(vectors, np.zeros((len(json.loads(words.read_text())), 4), np.float32))
+
+
+def _bad_json(vectors, words):
+    words.write_bytes(b"[\"w0\", ")
+
+
+def _not_a_list(vectors, words):
+    words.write_text(json.dumps({"w0": 0}))
+
+
+def _deeply_nested(vectors, words):
+    words.write_text("[" * 100_000)
+
+
+@pytest.mark.parametrize("damage", [_truncate, _empty, _short_vocabulary, _wrong_width, _bad_json, _not_a_list,
+                                    _deeply_nested])
+def test_damaged_table_files_are_retrained(damage, tiny_corpus, trained, tmp_path):
+    first = GensimTable("word2vec", tmp_path, **TINY)
+    expected = first.matrix(first.rows(first.words))
+    damage(next(tmp_path.glob("*.vectors.npy")), next(tmp_path.glob("*.words.json")))
+    table = GensimTable("word2vec", tmp_path, **TINY)
+    assert len(trained) == 2 and table.words == first.words
+    np.testing.assert_array_equal(table.matrix(table.rows(table.words)), expected)
+    again = GensimTable("word2vec", tmp_path, **TINY)  # the retrained files were stored
+    assert len(trained) == 2 and again.words == first.words
 
 
 def test_word_vocab_shared_words(tmp_path):

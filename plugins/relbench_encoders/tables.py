@@ -4,8 +4,9 @@ FastText trained with gensim on shipped English text (cached on disk)."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import os
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from functools import lru_cache
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from relbench.cache import atomic_write_bytes
 from relbench.errors import MissingAsset
 from relbench_encoders import corpus as corpora
 from relbench_encoders._common import dist_version, package_dir, params_hash, pip_command, require
@@ -20,6 +22,8 @@ from relbench_encoders._common import dist_version, package_dir, params_hash, pi
 TABLES = ("glove", "fr-fasttext", "word2vec", "fasttext")
 _M = 0xC6A4A7935BD1E995
 _MASK = (1 << 64) - 1
+
+log = logging.getLogger(__name__)
 
 
 def murmurhash64a(data: bytes, seed: int = 1) -> int:
@@ -147,46 +151,87 @@ def _stable_hash(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=4).digest(), "little")
 
 
+def _read_gensim_table(vectors_path: Path, words_path: Path, dim: int) -> tuple[np.ndarray, list[str]] | None:
+    """A cached gensim table as ``(vectors, words)``, or ``None`` when missing or damaged.
+
+    Only code-free formats are read: the vectors with ``numpy.load(allow_pickle=False)``
+    (memory-mapped) and the vocabulary as a JSON list of strings. Unreadable files, a
+    vocabulary that is not a list of distinct strings, and vectors that are not a float32
+    ``len(words) × dim`` matrix all count as damaged (logged), so the table is retrained.
+    """
+    if not (vectors_path.exists() and words_path.exists()):
+        return None
+    try:
+        words = json.loads(words_path.read_text(encoding="utf-8"))
+        vectors = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError, RecursionError) as exc:  # RecursionError: nested JSON
+        log.warning("word table %s is unreadable (%s); retraining", vectors_path.name, exc)
+        return None
+    if not (isinstance(words, list) and all(isinstance(w, str) for w in words) and len(set(words)) == len(words)):
+        log.warning("word table %s has a damaged vocabulary; retraining", words_path.name)
+        return None
+    if vectors.dtype != np.float32 or vectors.shape != (len(words), dim):
+        log.warning("word table %s holds %s %s vectors for %d words of width %d; retraining",
+                    vectors_path.name, vectors.shape, vectors.dtype, len(words), dim)
+        return None
+    return vectors, words
+
+
+def _write_gensim_table(vectors_path: Path, words_path: Path, vectors: np.ndarray, words: list[str]) -> None:
+    """Store a trained table: the vectors as ``.npy``, the vocabulary as a JSON list of
+    strings (ASCII-escaped, so any string round-trips), each written atomically. The
+    vectors go first: a write cut short between the two leaves no vocabulary, which
+    reads as a missing table."""
+    buf = io.BytesIO()
+    np.save(buf, vectors, allow_pickle=False)
+    atomic_write_bytes(vectors_path, buf.getvalue())
+    atomic_write_bytes(words_path, json.dumps(words).encode("utf-8"))
+
+
 class GensimTable(WordTable):
     """Word2Vec or FastText trained with gensim on shipped English text, cached on disk.
 
     Training uses one worker thread and a stable string hash, so a seed gives the same
     table in every process. Only in-vocabulary words have vectors (FastText's subword
-    vectors for unseen words are not used, to keep both tables comparable).
+    vectors for unseen words are not used, to keep both tables comparable), so only
+    those are kept: ``<kind>-<key>.vectors.npy`` (float32, rows in vocabulary order) and
+    ``<kind>-<key>.words.json`` in the cache folder. Nothing pickled is written or read;
+    gensim is only run when that pair is missing or damaged.
     """
 
     def __init__(self, kind: str, cache_dir: Path, corpus: tuple[str, ...], dim: int, epochs: int,
                  window: int, min_count: int, seed: int) -> None:
-        gensim_models = require("gensim.models", f"the {kind} table")
         key = params_hash(dict(kind=kind, corpus=list(corpus), dim=dim, epochs=epochs, window=window,
-                               min_count=min_count, seed=seed, gensim=require("gensim").__version__,
+                               min_count=min_count, seed=seed,
+                               gensim=require("gensim", f"the {kind} table").__version__,
                                corpus_version=corpora.VERSION))
-        path = cache_dir / f"{kind}-{key}.kv"
-        if not path.exists():
+        vectors_path = cache_dir / f"{kind}-{key}.vectors.npy"
+        words_path = cache_dir / f"{kind}-{key}.words.json"
+        table = _read_gensim_table(vectors_path, words_path, dim)
+        if table is None:
+            gensim_models = require("gensim.models", f"the {kind} table")
             sentences = [s for name in corpus for s in corpora.sentences(name, cache_dir)]
             cls = gensim_models.Word2Vec if kind == "word2vec" else gensim_models.FastText
             model = cls(sentences, vector_size=dim, window=window, min_count=min_count, epochs=epochs,
                         seed=seed, workers=1, hashfxn=_stable_hash, sg=1)
-            tmp = path.with_name(f"tmp{os.getpid()}-{path.name}")
-            model.wv.save(str(tmp))
-            for f in tmp.parent.glob(tmp.name + "*"):
-                f.replace(path.with_name(path.name + f.name[len(tmp.name):]))
-        self._kv = gensim_models.KeyedVectors.load(str(path), mmap="r")
-        self.dim = int(self._kv.vector_size)
+            table = np.ascontiguousarray(model.wv.vectors, dtype=np.float32), list(model.wv.index_to_key)
+            _write_gensim_table(vectors_path, words_path, *table)
+        self._vectors, self._words = table
+        self._index = {w: i for i, w in enumerate(self._words)}
+        self.dim = int(self._vectors.shape[1])
 
     @property
     def words(self) -> list[str]:
         """The trained vocabulary in gensim's order (descending corpus count)."""
-        return list(self._kv.index_to_key)
+        return list(self._words)
 
     def rows(self, words: Sequence[str]) -> np.ndarray:
         """Row index of each word (−1 when absent or below ``min_count``)."""
-        index = self._kv.key_to_index
-        return np.array([index.get(w, -1) for w in words], dtype=np.int64)
+        return np.array([self._index.get(w, -1) for w in words], dtype=np.int64)
 
     def matrix(self, rows: np.ndarray) -> np.ndarray:
         """The trained vectors of the given rows, float32."""
-        return np.asarray(self._kv.vectors[rows], dtype=np.float32)
+        return np.asarray(self._vectors[rows], dtype=np.float32)
 
 
 @lru_cache(maxsize=8)
