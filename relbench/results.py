@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from relbench.cache import atomic_write_bytes
 from relbench.errors import OutputNotWritable
 from relbench.identity import key_json
 from relbench.names import inside, valid_task_name
@@ -84,6 +85,8 @@ class ResultStore:
     def __init__(self, root: Path):
         self.root = Path(root)
         self._read: dict[str, TaskLines] = {}
+        #: damage found and set aside while reading (shown by the runner)
+        self.warnings: list[str] = []
 
     def ensure_writable(self) -> None:
         """Fail early, with a fix, when the output folder cannot be written."""
@@ -100,17 +103,60 @@ class ResultStore:
         return inside(self.root / "figures", task) / Path(filename).name
 
     def _lines(self, task: str) -> list[dict]:
+        """Every unit line of a task's file. A last line cut short by a kill is skipped
+        (that unit is not done). Any other damaged line — not UTF-8, not JSON, JSON that is
+        not a unit — and a file replaced by something else (a folder) are reported in
+        :attr:`warnings`, kept in ``quarantine/`` beside the store, and removed from the
+        file, so their units are recomputed and no later run trips over them."""
         path = self._file(task)
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            self._set_aside(path, task)
+            return []
         if not path.exists():
             return []
-        out = []
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue  # a unit cut short by a kill: not done
+        out, damaged = [], []
+        data = path.read_bytes()
+        raw_lines = data.split(b"\n")
+        for number, raw in enumerate(raw_lines, 1):
+            if not raw.strip():
+                continue
+            unit = _unit(raw)
+            if unit is not None:
+                out.append(unit)
+            elif number < len(raw_lines):  # the unterminated last line is a kill's, not damage
+                damaged.append((number, raw))
+        if damaged:
+            self._quarantine(path, task, damaged, raw_lines)
         return out
+
+    def _quarantine(self, path: Path, task: str, damaged: list[tuple[int, bytes]], raw_lines: list[bytes]) -> None:
+        """Keep damaged lines in ``quarantine/<task>.jsonl`` and rewrite the file without them."""
+        bad = {n for n, _ in damaged}
+        records = b"".join(json.dumps({"file": str(path), "line": n, "time": time.time(),
+                                       "text": raw.decode("utf-8", errors="replace")}).encode() + b"\n"
+                           for n, raw in damaged)
+        quarantine = self._quarantine_file(task)
+        with open(quarantine, "ab") as fh:
+            fh.write(records)
+            fh.flush()
+            os.fsync(fh.fileno())
+        kept = b"\n".join(raw for n, raw in enumerate(raw_lines, 1) if n not in bad)
+        atomic_write_bytes(path, kept)
+        self.warnings.append(f"{path}: {len(damaged)} damaged line(s) (line {', '.join(str(n) for n, _ in damaged[:5])}"
+                             f"{' …' if len(damaged) > 5 else ''}) set aside in {quarantine}; their units are "
+                             f"recomputed")
+
+    def _set_aside(self, path: Path, task: str) -> None:
+        """Move something that is not a results file (a folder, a link) out of the way."""
+        target = self._quarantine_file(task).with_suffix(f".{time.strftime('%Y%m%dT%H%M%S')}.set-aside")
+        os.replace(path, target)
+        self.warnings.append(f"{path} was not a results file (a folder or a link); moved it to {target}, and the "
+                             f"task's units are recomputed")
+
+    def _quarantine_file(self, task: str) -> Path:
+        folder = self.root / "quarantine"
+        folder.mkdir(parents=True, exist_ok=True)
+        return inside(folder, task, ".jsonl")
 
     def read(self, task: str) -> TaskLines:
         """The newest line per unit id and per displayed key (read once, then kept up to
@@ -131,14 +177,26 @@ class ResultStore:
                   "rows": rows}
         line = json.dumps(record, default=_jsonable)
         path = self._file(task)
-        with open(path, "a+b") as fh:
-            if fh.tell() > 0:
-                fh.seek(-1, os.SEEK_END)
-                if fh.read(1) != b"\n":
-                    fh.write(b"\n")
-            fh.write(line.encode("utf-8") + b"\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        except OSError as exc:
+            raise OutputNotWritable(f"cannot write results file {path} ({exc.strerror}); it must be a plain file, "
+                                    f"never a link. Move it away or choose another `--output`.") from None
+        with os.fdopen(fd, "a+b") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            try:
+                if size > 0:
+                    fh.seek(-1, os.SEEK_END)
+                    if fh.read(1) != b"\n":
+                        fh.write(b"\n")
+                fh.write(line.encode("utf-8") + b"\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            except OSError as exc:  # e.g. the disk is full: leave the file as it was
+                fh.truncate(size)
+                raise OutputNotWritable(f"cannot write to the results folder {self.root} ({exc.strerror}); units "
+                                        f"stored so far are kept. Free space or choose another `--output`, then "
+                                        f"run again to resume.") from None
         if task in self._read:
             self._read[task].add(json.loads(line))
 
@@ -188,6 +246,21 @@ class TaskLines:
         not done, so the next run retries it)."""
         return {uid for uid, line in self.units.items()
                 if not (line["rows"] and all(r.get("status") == "error" for r in line["rows"]))}
+
+
+def _unit(raw: bytes) -> dict | None:
+    """A stored unit line, or None when the bytes are not one (not UTF-8, not JSON, or
+    JSON that is not ``{"unit": str, "rows": [{...}, ...], ...}``)."""
+    try:
+        unit = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not (isinstance(unit, dict) and isinstance(unit.get("unit"), str) and isinstance(unit.get("rows"), list)
+            and all(isinstance(r, dict) for r in unit["rows"])):
+        return None
+    unit.setdefault("run", "")
+    unit.setdefault("time", 0.0)
+    return unit
 
 
 def _jsonable(obj):

@@ -197,6 +197,9 @@ class TaskRun:
             self._check_sizes()
             base = self.task_inputs()
             lines = self.runner.store.read(self.task.name)
+            for warning in self.runner.store.warnings:
+                self.runner.say(f"warning: {warning}")
+            self.runner.store.warnings.clear()
             units = []
             for key in self.kind.plan(self.task):
                 unknown = set(key) - set(self.kind.columns) - {"seed", USES}

@@ -115,3 +115,67 @@ def test_a_plugin_calling_sys_exit_fails_its_unit_and_the_run_goes_on(registry, 
     monkeypatch.setattr(toy_plugins.Rotated, "encode", exits)
     runner, stats = _run(registry, write_yaml(TASKS))
     assert stats.failures and "sys.exit(3)" in stats.failures[0]
+
+
+# ----------------------------------------------------------------------------- the results store
+
+
+def _store_with_units(tmp_path):
+    from relbench.results import ResultStore
+
+    store = ResultStore(tmp_path)
+    for i in range(3):
+        store.append("t", f"u{i}", [{"task": "t", "metric": "m", "value": float(i), "status": "ok"}], "run")
+    return store
+
+
+@pytest.mark.parametrize("damage", [b"[]", b"123", b'{"no": "unit"}', b'{"unit": "u9", "rows": 5}', b"\xff\xfe{"])
+def test_damaged_result_lines_are_set_aside_and_their_units_recomputed(tmp_path, damage):
+    from relbench.results import ResultStore
+
+    _store_with_units(tmp_path)
+    path = tmp_path / "t.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines.insert(1, damage)
+    path.write_bytes(b"\n".join(lines))
+    store = ResultStore(tmp_path)
+    assert store.read("t").done == {"u0", "u1", "u2"}
+    assert "damaged line(s) (line 2)" in store.warnings[0]
+    kept = (tmp_path / "quarantine" / "t.jsonl").read_text()
+    assert '"line": 2' in kept
+    assert damage not in path.read_bytes() and not ResultStore(tmp_path).warnings  # reported once, then gone
+
+
+def test_a_results_file_replaced_by_a_folder_or_a_link_is_set_aside(tmp_path):
+    from relbench.errors import OutputNotWritable
+    from relbench.results import ResultStore
+
+    (tmp_path / "t.jsonl").mkdir()
+    store = ResultStore(tmp_path)
+    assert store.read("t").done == set() and "not a results file" in store.warnings[0]
+    victim = tmp_path / "elsewhere.txt"
+    victim.write_text("keep me")
+    (tmp_path / "u.jsonl").symlink_to(victim)
+    with pytest.raises(OutputNotWritable, match="never a link"):
+        ResultStore(tmp_path).append("u", "u0", [], "run")
+    assert victim.read_text() == "keep me"
+
+
+def test_a_full_disk_leaves_the_results_file_as_it_was(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from relbench.errors import OutputNotWritable
+
+    store = _store_with_units(tmp_path)
+    before = (tmp_path / "t.jsonl").read_bytes()
+    real_fsync = os.fsync
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OutputNotWritable, match="No space left"):
+        store.append("t", "u3", [{"task": "t", "metric": "m", "value": 3.0, "status": "ok"}], "run")
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert (tmp_path / "t.jsonl").read_bytes() == before
