@@ -84,7 +84,7 @@ class ResultStore:
 
     def __init__(self, root: Path):
         self.root = Path(root)
-        self._read: dict[str, TaskLines] = {}
+        self._read: dict[str, tuple[TaskLines, tuple[int, int] | None]] = {}
         #: damage found and set aside while reading (shown by the runner)
         self.warnings: list[str] = []
 
@@ -159,14 +159,25 @@ class ResultStore:
         return inside(folder, task, ".jsonl")
 
     def read(self, task: str) -> TaskLines:
-        """The newest line per unit id and per displayed key (read once, then kept up to
-        date by :meth:`append`)."""
-        if task not in self._read:
+        """The newest line per unit id and per displayed key. Read once, kept up to date
+        by :meth:`append`, and read again when another process (a ``-j`` worker, a second
+        run) changed the file since."""
+        signature = self._signature(task)
+        cached = self._read.get(task)
+        if cached is None or cached[1] != signature:
             lines = TaskLines()
             for line in self._lines(task):
                 lines.add(line)
-            self._read[task] = lines
-        return self._read[task]
+            self._read[task] = (lines, self._signature(task))
+        return self._read[task][0]
+
+    def _signature(self, task: str) -> tuple[int, int] | None:
+        """Size and modification time of a task's file (None when there is none)."""
+        try:
+            st = os.stat(self._file(task), follow_symlinks=False)
+        except OSError:
+            return None
+        return st.st_size, st.st_mtime_ns
 
     def append(self, task: str, unit: str, rows: list[dict], run_id: str, key: dict | None = None,
                inputs: dict | None = None) -> None:
@@ -198,7 +209,9 @@ class ResultStore:
                                         f"stored so far are kept. Free space or choose another `--output`, then "
                                         f"run again to resume.") from None
         if task in self._read:
-            self._read[task].add(json.loads(line))
+            lines, _ = self._read[task]
+            lines.add(json.loads(line))
+            self._read[task] = (lines, self._signature(task))
 
     def tasks(self) -> list[str]:
         """Names of the tasks with a results file (files whose name is not a valid task

@@ -179,3 +179,12 @@ def test_a_full_disk_leaves_the_results_file_as_it_was(tmp_path, monkeypatch):
         store.append("t", "u3", [{"task": "t", "metric": "m", "value": 3.0, "status": "ok"}], "run")
     monkeypatch.setattr(os, "fsync", real_fsync)
     assert (tmp_path / "t.jsonl").read_bytes() == before
+
+
+def test_a_store_sees_units_another_process_wrote(tmp_path):
+    from relbench.results import ResultStore
+
+    mine, theirs = ResultStore(tmp_path), ResultStore(tmp_path)
+    assert mine.read("t").done == set()
+    theirs.append("t", "u0", [{"task": "t", "metric": "m", "value": 1.0, "status": "ok"}], "run")
+    assert mine.read("t").done == {"u0"}  # e.g. the parent of -j workers, rendering pages
