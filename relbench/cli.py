@@ -237,8 +237,9 @@ def _render(runner, leaderboards: Path, quiet: bool) -> None:
     runner.only = None
     plans = runner.plans()
     current = {tr.task.name: {u.id for u in tr.plan().units} for tr in plans}
-    written = render(runner.store, leaderboards, [tr.task for tr in plans], current)
-    _say(quiet, f"wrote {len(written)} leaderboard pages to {leaderboards}")
+    drawn = render(runner.store, leaderboards, [tr.task for tr in plans], current)[1:]
+    _say(quiet, f"wrote the index and {len(drawn)} changed pages to {leaderboards} ({len(plans) - len(drawn)} "
+                f"unchanged)")
 
 
 def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:

@@ -12,6 +12,7 @@ page; nothing here recomputes a result.
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 from pathlib import Path
@@ -20,8 +21,10 @@ import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
+from relbench import __version__
 from relbench.cache import atomic_write_bytes
 from relbench.config import Task
+from relbench.identity import fingerprint
 from relbench.interfaces import TaskKind
 from relbench.names import inside
 from relbench.pages import Page, arrow, directions, fmt
@@ -150,43 +153,78 @@ def cross_task_ranking(orders: dict[str, list[str]]) -> list[tuple[str, float, f
     return sorted(rows, key=lambda row: (row[1], -row[3], row[0]))
 
 
+#: beside the pages: per task, the digest of what its page was drawn from, the files it
+#: wrote and its index line, so that an unchanged page is not drawn again
+MANIFEST = ".pages.json"
+
+
+def _digest(store: ResultStore, task: Task, units: set[str]) -> str:
+    """What a task's page depends on: its current stored lines (id, run, time), what the
+    tasks file says of it, and the renderer's version."""
+    lines = store.read(task.name).units
+    stored = sorted((uid, lines[uid].get("run"), lines[uid].get("time")) for uid in units if uid in lines)
+    return fingerprint({"lines": stored, "kind": task.kind.identity(), "description": task.description,
+                        "claims": task.claims, "published": task.published, "relbench": __version__})
+
+
+def _read_manifest(out: Path) -> dict:
+    try:
+        manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return manifest if isinstance(manifest, dict) else {}
+
+
+def _draw(store: ResultStore, out: Path, task: Task, units: set[str]) -> dict:
+    """Write one task's page; return its manifest entry (files, index line, ranking)."""
+    df = store.load(task.name, units=units)
+    kind = task.kind.build()
+    page = Page(out, task.name, store)
+    path = inside(out, task.name, ".md")
+    if df.empty:
+        atomic_write_bytes(path, (f"# {task.name}\n\n{task.description}\n\n_No results of the current tasks file "
+                                  f"yet: run `relbench run` on it. {GENERATED}_\n").encode())
+        return {"files": [path.name], "index": None, "ranking": None}
+    body = kind.page(df, page)
+    if task.claims:
+        body = claims_section(kind, df, task.claims) + "\n" + body
+    if task.published:
+        body += published_section(kind, df, task.published)
+    head = f"# {task.name}\n\n" + (f"{task.description}\n\n" if task.description else "") + provenance(df)
+    atomic_write_bytes(path, (head + "\n" + body).encode())
+    headline = kind.headline(df)
+    if headline:
+        ref = headline.get("reference", np.nan)
+        gap = ref - headline["score"] if not math.isnan(ref) else np.nan
+        line = [f"[{task.name}]({task.name}.md)", kind.name, headline["best"], headline["metric"],
+                fmt(headline["score"], headline.get("std")), fmt(ref), fmt(gap)]
+    else:
+        line = [f"[{task.name}]({task.name}.md)", kind.name, "see page", "", "", "", ""]
+    files = [path.name, *(str(f.relative_to(out)) for f in page.written)]
+    return {"files": files, "index": line, "ranking": kind.ranking(df) or None}
+
+
 def render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, set[str]]) -> list[Path]:
-    """Write one page per task with stored current rows, and the index; return the paths.
+    """Write one page per task and the index; return the pages drawn (the index first).
 
     ``current`` maps a task to the unit ids of the current tasks file (its plan);
-    stored lines of other identities are history and never shown."""
+    stored lines of other identities are history and never shown. A page whose inputs
+    (:func:`_digest`) and files are unchanged since it was drawn is not drawn again."""
     out.mkdir(parents=True, exist_ok=True)
     _remove_stale_pages(out, {task.name for task in tasks})
-    written, index_rows, ranks = [], [], {}
+    manifest = _read_manifest(out)
+    entries, written = {}, []
     for task in tasks:
-        df = store.load(task.name, units=current.get(task.name, set()) | {TASK_ERROR})
-        kind = task.kind.build()
-        page = Page(out, task.name, store)
-        if df.empty:
-            atomic_write_bytes(inside(out, task.name, ".md"), (
-                f"# {task.name}\n\n{task.description}\n\n_No results of the current tasks file yet: run "
-                f"`relbench run` on it. {GENERATED}_\n").encode())
-            continue
-        body = kind.page(df, page)
-        if task.claims:
-            body = claims_section(kind, df, task.claims) + "\n" + body
-        if task.published:
-            body += published_section(kind, df, task.published)
-        head = f"# {task.name}\n\n" + (f"{task.description}\n\n" if task.description else "") + provenance(df)
-        path = inside(out, task.name, ".md")
-        atomic_write_bytes(path, (head + "\n" + body).encode())
-        written.append(path)
-        headline = kind.headline(df)
-        if headline:
-            ref = headline.get("reference", np.nan)
-            gap = ref - headline["score"] if not math.isnan(ref) else np.nan
-            index_rows.append([f"[{task.name}]({task.name}.md)", kind.name, headline["best"], headline["metric"],
-                               fmt(headline["score"], headline.get("std")), fmt(ref), fmt(gap)])
-        else:
-            index_rows.append([f"[{task.name}]({task.name}.md)", kind.name, "see page", "", "", "", ""])
-        order = kind.ranking(df)
-        if order:
-            ranks[task.name] = order
+        units = current.get(task.name, set()) | {TASK_ERROR}
+        digest = _digest(store, task, units)
+        entry = manifest.get(task.name)
+        if not (isinstance(entry, dict) and entry.get("digest") == digest
+                and all((out / f).is_file() for f in entry.get("files", []))):
+            entry = {"digest": digest, **_draw(store, out, task, units)}
+            written.append(out / f"{task.name}.md")
+        entries[task.name] = entry
+    index_rows = [e["index"] for e in entries.values() if e.get("index")]
+    ranks = {name: e["ranking"] for name, e in entries.items() if e.get("ranking")}
     lines = ["# relbench leaderboards\n",
              "Generated by `relbench leaderboard` from the results store (only results of the current tasks "
              "file); do not edit by hand. Each task's page says how its scores are aggregated.\n",
@@ -203,4 +241,5 @@ def render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, 
                            tablefmt="pipe", disable_numparse=True)]
     index = out / "README.md"
     atomic_write_bytes(index, ("\n".join(lines) + "\n").encode())
+    atomic_write_bytes(out / MANIFEST, json.dumps(entries, indent=1, default=str).encode())
     return [index, *written]

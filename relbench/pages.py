@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -25,13 +25,20 @@ class Page:
     root: Path
     task: str
     store: ResultStore | None = None
+    #: the figure files handed out for this page (so a page is redrawn if one goes missing)
+    written: list[Path] = field(default_factory=list)
 
     def figure(self, filename: str) -> tuple[Path, str]:
-        """``(path to write, markdown-relative link)`` of a figure of this page."""
+        """``(path to write, markdown-relative link)`` of a figure of this page. A link
+        planted at that path is removed first: a figure never writes through a link."""
         folder = inside(self.root / "figures", self.task)
         folder.mkdir(parents=True, exist_ok=True)
         filename = Path(filename).name
-        return folder / filename, f"figures/{self.task}/{filename}"
+        path = folder / filename
+        if path.is_symlink():
+            path.unlink()
+        self.written.append(path)
+        return path, f"figures/{self.task}/{filename}"
 
     def stored_figure(self, filename: str) -> str | None:
         """Link to a figure drawn during the run (kept in the results store, see

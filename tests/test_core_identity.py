@@ -303,3 +303,24 @@ def test_quiet_prints_nothing_but_errors(cli_main, write_yaml, capsys):
     assert cli_main(["run", str(write_yaml(TASKS)), "-q"]) == 0
     captured = capsys.readouterr()
     assert captured.err == "" and captured.out == ""
+
+
+def test_an_unchanged_page_is_not_drawn_again_unless_a_file_of_it_is_missing(registry, write_yaml):
+    from relbench.leaderboard import render
+
+    path = write_yaml(TASKS)
+    runner, _ = _run(registry, path)
+    boards = path.parent / "boards"
+
+    def draw():
+        plans = runner.plans()
+        return render(runner.store, boards, [tr.task for tr in plans], {tr.task.name: {u.id for u in tr.plan().units}
+                                                                     for tr in plans})[1:]
+
+    assert [p.name for p in draw()] == ["blobs.md"]
+    assert draw() == []  # nothing changed
+    next(boards.glob("figures/blobs/*.png")).unlink()
+    assert [p.name for p in draw()] == ["blobs.md"]  # a missing figure redraws the page
+    path.write_text(TASKS.replace("seeds: [0, 1]", "seeds: [0, 1, 2]"))
+    runner, _ = _run(registry, path)
+    assert [p.name for p in draw()] == ["blobs.md"]  # new rows redraw it

@@ -158,12 +158,15 @@ def common_metrics(df: pd.DataFrame) -> list[str]:
     return [m for m in metric_order(df) if m in shared]
 
 
+#: the columns a stitching page reads (the rest of a stored row is provenance)
+PAGE_COLUMNS = [*COMBO, "source", "target", "seed", "metric", "value", "direction", "status", "error", "extra"]
+
+
 def _prepared(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows with the combination's unused parts shown as ``-``."""
-    df = df.copy()
+    """The columns the page reads, with the combination's unused parts shown as ``-``
+    (a narrow frame: filtering the full rows, provenance included, costs most of a page)."""
+    df = df.reindex(columns=PAGE_COLUMNS).copy()
     for col in COMBO + ["source", "target"]:
-        if col not in df:
-            df[col] = None
         df[col] = df[col].fillna("-")
     return df
 
