@@ -230,14 +230,15 @@ def _run(args, registry) -> int:
     return EXIT_OK
 
 
-def _render(runner, leaderboards: Path, quiet: bool) -> None:
-    """Pages of every task of the suite from the store, current identities only."""
+def _render(runner, leaderboards: Path, quiet: bool, redraw: bool = False) -> None:
+    """Pages of every task of the suite from the store, current identities only
+    (unchanged pages are kept unless ``redraw``)."""
     from relbench.leaderboard import render
 
     runner.only = None
     plans = runner.plans()
     current = {tr.task.name: {u.id for u in tr.plan().units} for tr in plans}
-    drawn = render(runner.store, leaderboards, [tr.task for tr in plans], current)[1:]
+    drawn = render(runner.store, leaderboards, [tr.task for tr in plans], current, redraw)[1:]
     _say(quiet, f"wrote the index and {len(drawn)} changed pages to {leaderboards} ({len(plans) - len(drawn)} "
                 f"unchanged)")
 
@@ -284,7 +285,7 @@ def _stored_suite(args, registry):
 def _cmd_leaderboard(args, registry) -> int:
     suite, runner = _stored_suite(args, registry)
     leaderboards = (args.leaderboards or suite.leaderboards).resolve()
-    _render(runner, leaderboards, quiet=False)
+    _render(runner, leaderboards, quiet=False, redraw=True)
     return EXIT_OK
 
 

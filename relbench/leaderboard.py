@@ -204,12 +204,15 @@ def _draw(store: ResultStore, out: Path, task: Task, units: set[str]) -> dict:
     return {"files": files, "index": line, "ranking": kind.ranking(df) or None}
 
 
-def render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, set[str]]) -> list[Path]:
+def render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, set[str]],
+           redraw: bool = False) -> list[Path]:
     """Write one page per task and the index; return the pages drawn (the index first).
 
     ``current`` maps a task to the unit ids of the current tasks file (its plan);
-    stored lines of other identities are history and never shown. A page whose inputs
-    (:func:`_digest`) and files are unchanged since it was drawn is not drawn again."""
+    stored lines of other identities are history and never shown. Unless ``redraw``, a
+    page whose inputs (:func:`_digest`) and files are unchanged since it was drawn is
+    not drawn again (``relbench leaderboard`` redraws every page, e.g. after the page
+    code changed)."""
     out.mkdir(parents=True, exist_ok=True)
     _remove_stale_pages(out, {task.name for task in tasks})
     manifest = _read_manifest(out)
@@ -218,7 +221,7 @@ def render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, 
         units = current.get(task.name, set()) | {TASK_ERROR}
         digest = _digest(store, task, units)
         entry = manifest.get(task.name)
-        if not (isinstance(entry, dict) and entry.get("digest") == digest
+        if redraw or not (isinstance(entry, dict) and entry.get("digest") == digest
                 and all((out / f).is_file() for f in entry.get("files", []))):
             entry = {"digest": digest, **_draw(store, out, task, units)}
             written.append(out / f"{task.name}.md")

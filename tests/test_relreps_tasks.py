@@ -190,3 +190,12 @@ def test_proxy_plan_lists_exactly_its_units(tmp_path):
     df = run.frame()
     assert units(df) == len(plan)
     assert_directions(df, {"accuracy": "higher", "similarity": "neutral", "pearson_r": "higher"})
+
+
+def test_word_claims_compare_cross_space_pairs_only():
+    import pandas as pd
+
+    rows = pd.DataFrame([{"representation": "relative", "source": s, "target": t, "value": 1.0 if s == t else 0.1}
+                         for s in "ab" for t in "ab"])
+    kept = WordNeighbourhoods().claim_rows(rows)
+    assert len(kept) == 2 and (kept["source"] != kept["target"]).all()

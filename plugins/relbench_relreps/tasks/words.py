@@ -122,6 +122,10 @@ class WordNeighbourhoods(TaskKind):
                      for m, v in values.items()]
         return rows
 
+    def claim_rows(self, results: pd.DataFrame) -> pd.DataFrame:
+        """Cross-space pairs only: a table compared with itself agrees trivially."""
+        return results[results["source"] != results["target"]]
+
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Table 1: Jaccard@k and MRR@k per representation, selector, similarity and pair."""
         df, note = without_failures(results)
