@@ -52,9 +52,16 @@ def _remove_stale_pages(out: Path, tasks: set[str]) -> None:
             shutil.rmtree(out / "figures" / path.stem, ignore_errors=True)
 
 
+#: how a claim or a published entry names an empty part (a column a row does not use)
+EMPTY = "-"
+
+
 def _filtered(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
+    """Rows whose columns hold the given values (``-`` or null: the column is empty)."""
     for col, value in filters.items():
-        df = df[df[col] == value]
+        column = df[col] if col in df else pd.Series(None, index=df.index, dtype=object)
+        empty = column.isna() | (column == EMPTY)
+        df = df[empty if value in (EMPTY, None) else column == value]
     return df
 
 

@@ -324,3 +324,17 @@ def test_an_unchanged_page_is_not_drawn_again_unless_a_file_of_it_is_missing(reg
     path.write_text(TASKS.replace("seeds: [0, 1]", "seeds: [0, 1, 2]"))
     runner, _ = _run(registry, path)
     assert [p.name for p in draw()] == ["blobs.md"]  # new rows redraw it
+
+
+def test_a_claim_naming_an_empty_part_matches_rows_that_do_not_use_it():
+    from relbench.leaderboard import claims_section
+    from relbench_stitching import Stitching
+
+    rows = [{"selector": "random", "similarity": sim, "stitcher": "relative", "regularizer": reg, "source": "a",
+             "target": "b", "seed": 0, "metric": "accuracy", "value": value, "direction": "higher", "status": "ok"}
+            for sim, reg, value in (("robust", None, 0.8), ("robust", "topo", 0.7))]
+    claim = {"claim": "topo helps", "better": {"similarity": "robust", "regularizer": "topo"},
+             "worse": {"similarity": "robust", "regularizer": "-"}}
+    text = claims_section(Stitching(), pd.DataFrame(rows), [claim])
+    assert "**does not hold on this data** — similarity=robust, regularizer=topo: 0.700 vs similarity=robust, " \
+           "regularizer=-: 0.800" in text
