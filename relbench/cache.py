@@ -2,10 +2,16 @@
 
 An entry's key is the SHA-256 of its identity: encoder name, every parameter, the
 encoder's weight fingerprint, the data fingerprint, split, view and relbench version.
-The tensor file is written first and the metadata (which records the tensor file's
-SHA-256) last, both through a temporary file and ``os.replace``: an entry without
-metadata does not exist, and one whose tensor does not match its recorded hash is
-reported, deleted and recomputed.
+The tensor file is written first and the metadata (which records the key, the identity
+fields and the tensor file's SHA-256) last, both through a temporary file and
+``os.replace``: an entry without metadata does not exist. On reading, an entry must
+prove what it holds: one whose tensor does not match its recorded hash, whose metadata
+is not a JSON object, whose files are not regular files (a folder, a named pipe), or
+whose recorded key or identity differs from the one asked for is reported, set aside
+and recomputed. An entry this user may not read belongs to someone else in a shared
+cache: it is reported and left in place. Files are created like ``open`` creates them
+(mode 0666 less the umask), so entries in a shared cache stay readable to the others
+the umask allows.
 """
 
 from __future__ import annotations
@@ -13,17 +19,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors import SafetensorError
+from safetensors.torch import load, save
 
-from relbench.errors import OutputNotWritable
+from relbench.errors import OutputNotWritable, UserError
 
 CACHE_ENV = "RELBENCH_CACHE_DIR"
+#: metadata fields the cache writes itself; an identity may not use them
+RESERVED_FIELDS = frozenset({"key", "sha256", "shape", "created"})
 
 
 def default_cache_root() -> Path:
@@ -47,9 +58,14 @@ def file_sha256(path: Path) -> str:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder."""
+    """Write ``data`` to ``path`` through a temporary file in the same folder.
+
+    The temporary file is created with mode 0666, so the umask (and a folder's default
+    ACL) applies as for any ``open``; ``tempfile.mkstemp`` would force 0600.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    tmp = path.parent / f".tmp-{secrets.token_hex(16)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -57,8 +73,34 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of ``path``, which must be a regular file (or a link to one).
+
+    It is opened non-blocking and checked on the open descriptor, so a named pipe in its
+    place is refused instead of waiting forever for a writer.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path.name} is not a regular file")
+        return fh.read()
+
+
+def _read_meta(path: Path) -> dict:
+    """An entry's metadata, which must be a JSON object."""
+    meta = json.loads(_read_regular(path))
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path.name} holds a JSON {type(meta).__name__}, not an object")
+    return meta
+
+
+def _as_stored(value):
+    """``value`` as it reads back from the metadata (tuples as lists, paths as strings, …)."""
+    return json.loads(json.dumps(value, default=str))
 
 
 class EmbeddingCache:
@@ -85,50 +127,83 @@ class EmbeddingCache:
     def _paths(self, key: str) -> tuple[Path, Path]:
         return self.dir / f"{key}.safetensors", self.dir / f"{key}.json"
 
-    def get(self, key: str) -> tuple[torch.Tensor, dict] | None:
-        """The cached tensor and metadata, or ``None`` (missing, or corrupt → removed)."""
+    def get(self, key: str, identity: dict | None = None) -> tuple[torch.Tensor, dict] | None:
+        """The cached tensor and metadata, or ``None`` (then the caller recomputes).
+
+        With ``identity`` (what the caller asks for; ``key`` must be its
+        :func:`identity_key`), every identity field must be recorded in the metadata with
+        the same value; the recorded key must always equal ``key``. An entry that fails a
+        check, or is corrupt, is reported in :attr:`warnings` and set aside; one this user
+        may not read is reported and left alone.
+        """
+        if identity is not None and identity_key(identity) != key:
+            self.warnings.append(f"cache entry {key} was asked for with an identity whose key is "
+                                 f"{identity_key(identity)}; not using it")
+            return None
         tensor_path, meta_path = self._paths(key)
-        if not meta_path.exists():
+        if not os.path.lexists(meta_path):
             return None
         try:
-            meta = json.loads(meta_path.read_text())
-            if file_sha256(tensor_path) != meta["sha256"]:
+            meta = _read_meta(meta_path)
+            if meta.get("key") != key:
+                return self._set_aside(key, f"holds entry {meta.get('key')!r}, not {key}")
+            differ = sorted(k for k in identity or {} if k not in meta or meta[k] != _as_stored(identity[k]))
+            if differ:
+                return self._set_aside(key, f"records a different {', '.join(differ)} than was asked for")
+            data = _read_regular(tensor_path)
+            if hashlib.sha256(data).hexdigest() != meta["sha256"]:
                 raise ValueError("content hash mismatch")
-            X = load_file(str(tensor_path))["embeddings"]
+            X = load(data)["embeddings"]
             if list(X.shape) != meta["shape"]:
                 raise ValueError("shape mismatch")
-        except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
-            self.warnings.append(
-                f"cache entry {key} ({meta_path.name}) is corrupt or truncated ({exc}); recomputing it"
-            )
-            tensor_path.unlink(missing_ok=True)
-            meta_path.unlink(missing_ok=True)
+        except PermissionError as exc:
+            self.warnings.append(f"cache entry {key} cannot be read by this user ({exc.strerror}: {exc.filename}); "
+                                 f"leaving it in place and recomputing")
             return None
+        except (OSError, ValueError, KeyError, SafetensorError) as exc:
+            return self._set_aside(key, f"is corrupt or truncated ({exc})")
         return X, meta
 
+    def _set_aside(self, key: str, why: str) -> None:
+        """Report entry ``key`` and remove its files (a folder in their place is renamed, not deleted)."""
+        self.warnings.append(f"cache entry {key} {why}; recomputing it")
+        for path in self._paths(key):
+            try:
+                if path.is_dir() and not path.is_symlink():
+                    path.rename(path.with_name(f".{path.name}.set-aside-{secrets.token_hex(4)}"))
+                else:
+                    path.unlink(missing_ok=True)
+            except OSError as exc:
+                self.warnings.append(f"could not remove {path} ({exc.strerror})")
+
     def put(self, key: str, X: torch.Tensor, identity: dict) -> None:
-        """Store ``X`` (moved to CPU, contiguous float32) with its identity."""
+        """Store ``X`` (moved to CPU, contiguous float32) with its identity (and any extra fields).
+
+        An entry this user may not replace (another user's file in a shared folder) is
+        left as it is, with a warning; ``X`` then stays uncached.
+        """
+        if RESERVED_FIELDS & identity.keys():
+            raise ValueError(f"identity fields {sorted(RESERVED_FIELDS & identity.keys())} are reserved for the "
+                             f"cache's own metadata")
         tensor_path, meta_path = self._paths(key)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-", suffix=".safetensors")
-        os.close(fd)
+        data = save({"embeddings": X.detach().to("cpu", torch.float32).contiguous()})
+        meta = {**identity, "key": key, "sha256": hashlib.sha256(data).hexdigest(), "shape": list(X.shape),
+                "created": time.time()}
         try:
-            save_file({"embeddings": X.detach().to("cpu", torch.float32).contiguous()}, tmp)
-            digest = file_sha256(Path(tmp))
-            os.replace(tmp, tensor_path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        meta = {"key": key, "sha256": digest, "shape": list(X.shape), "created": time.time(), **identity}
-        atomic_write_bytes(meta_path, json.dumps(meta, indent=1, default=str).encode())
+            atomic_write_bytes(tensor_path, data)
+            atomic_write_bytes(meta_path, json.dumps(meta, indent=1, default=str).encode())
+        except PermissionError as exc:
+            self.warnings.append(f"cache entry {key} was not stored ({exc.strerror}: {exc.filename})")
 
     def entries(self) -> list[dict]:
         """Metadata of every complete entry, with its size in bytes."""
         out = []
         for meta_path in sorted(self.dir.glob("*.json")):
             try:
-                meta = json.loads(meta_path.read_text())
-            except (OSError, json.JSONDecodeError):
+                meta = _read_meta(meta_path)
+            except (OSError, ValueError):
+                continue
+            if meta.get("key") != meta_path.stem:
                 continue
             tensor_path = meta_path.with_suffix(".safetensors")
             meta["bytes"] = tensor_path.stat().st_size if tensor_path.exists() else 0
@@ -136,7 +211,16 @@ class EmbeddingCache:
         return out
 
     def clear(self) -> int:
-        """Delete every entry; return how many there were."""
+        """Delete every entry; return how many there were.
+
+        A cache folder that is a symbolic link is refused (a :class:`UserError`): deleting
+        through it would empty a folder the user pointed it at, and removing just the link
+        would break that set-up without freeing any space.
+        """
+        if self.dir.is_symlink():
+            raise UserError(f"The embedding cache folder {self.dir} is a symbolic link to {os.readlink(self.dir)}; "
+                            f"`relbench cache clear` does not delete through links. Delete the *.json and "
+                            f"*.safetensors files there yourself, or remove the link.")
         n = len(list(self.dir.glob("*.json"))) if self.dir.exists() else 0
         if self.dir.exists():
             shutil.rmtree(self.dir)

@@ -16,16 +16,23 @@ shows every line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: runs on one store are not coordinated
+    fcntl = None
 
 from relbench.cache import atomic_write_bytes
 from relbench.errors import OutputNotWritable
@@ -171,6 +178,11 @@ class ResultStore:
             self._read[task] = (lines, self._signature(task))
         return self._read[task][0]
 
+    def changed(self, task: str) -> bool:
+        """Whether the task's file changed since this store last read or wrote it."""
+        cached = self._read.get(task)
+        return cached is None or cached[1] != self._signature(task)
+
     def _signature(self, task: str) -> tuple[int, int] | None:
         """Size and modification time of a task's file (None when there is none)."""
         try:
@@ -212,6 +224,31 @@ class ResultStore:
             lines, _ = self._read[task]
             lines.add(json.loads(line))
             self._read[task] = (lines, self._signature(task))
+
+    @contextlib.contextmanager
+    def lock(self, task: str, wait: bool) -> Iterator[bool]:
+        """Hold ``task``'s lock for the block; yields False at once when another process
+        holds it and ``wait`` is False. An ``flock`` on ``.locks/<task>.lock``: the system
+        releases it when its holder ends, however it ends, so a lock is never stale.
+        Where ``fcntl`` is missing (Windows) every lock is granted."""
+        if fcntl is None:
+            yield True
+            return
+        folder = self.root / ".locks"
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(inside(folder, task, ".lock"), os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
 
     def tasks(self) -> list[str]:
         """Names of the tasks with a results file (files whose name is not a valid task

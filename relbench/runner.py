@@ -231,6 +231,15 @@ class TaskRun:
                               f"{self.task.dataset.label!r} has only {len(train)} training samples to draw anchors "
                               f"from. Lower `num_anchors` or raise the data set's training size.")
 
+    def replan(self) -> TaskPlan:
+        """The plan again, against the store as it is now (another run may have added
+        units); identities are kept, so this costs a read of what changed."""
+        stale = self._plan is None or self.runner.store.changed(self.task.name)
+        if stale:
+            self._plan = None
+            self._by_display.clear()
+        return self.plan()
+
     def _planned(self, key: UnitKey) -> PlannedUnit:
         self.plan()
         unit = self._by_display.get(key_json(display_key(key)))
@@ -296,7 +305,7 @@ class TaskRun:
                     "plugin": spec.package, "data": data.fingerprint, "split": split, "view": view,
                     "relbench": __version__}
         key = identity_key(identity)
-        hit = self.runner.cache.get(key)
+        hit = self.runner.cache.get(key, identity)
         for warning in self.runner.cache.warnings:
             self.runner.say(f"warning: {warning}")
         self.runner.cache.warnings.clear()
@@ -546,28 +555,49 @@ class Runner:
         kept. A user error (bad data, missing asset) is stored as its message; anything
         else also keeps the end of its traceback, since it points at a bug in a plugin
         or in relbench. The task-level error is cleared when a later run finishes the task.
+
+        Runs sharing a results store share the work: a task is computed under a lock
+        (:meth:`ResultStore.lock`, released by the system when its holder dies, so never
+        stale); a task another run holds is taken up after the others, once that run is
+        done with it, and only its units still missing are computed.
         """
         plans = self.plans()  # user errors before anything is written
         self.store.ensure_writable()
         self.cache.ensure_writable()
+        waiting = []
         for task_run in plans:
-            task, plan = task_run.task, task_run.plan()
-            todo = plan.todo
-            self.stats.units_skipped += len(plan.units) - len(todo)
-            if not todo:
-                self._clear_task_error(task)
-                continue
-            t0 = time.perf_counter()
-            self.say(f"== task {task.name} ({task.kind.label}): {len(todo)} of {len(plan.units)} units to compute ==")
-            try:
-                task_run.kind.run(task_run)
-            except KeyboardInterrupt:
-                raise
-            except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failing task is data; the next task runs
-                if isinstance(exc, SystemExit):
-                    exc = RuntimeError(f"a plugin called sys.exit({exc.code!r}) while task {task.name!r} ran")
-                self._task_failed(task_run, exc)
-            else:
-                self._clear_task_error(task)
-            self.say(f"== task {task.name} finished in {time.perf_counter() - t0:.1f}s ==")
+            with self.store.lock(task_run.task.name, wait=False) as held:
+                if held:
+                    task_run.replan()  # another run may have finished units since we planned
+                    self._compute(task_run)
+                else:
+                    waiting.append(task_run)
+        for task_run in waiting:
+            self.say(f"task {task_run.task.name} is being computed by another relbench run on this store; "
+                     f"waiting for it, then computing what it left")
+            with self.store.lock(task_run.task.name, wait=True):
+                task_run.replan()
+                self._compute(task_run)
         return self.stats
+
+    def _compute(self, task_run: TaskRun) -> None:
+        """Compute the units of one task that are not done (the caller holds its lock)."""
+        task, plan = task_run.task, task_run.plan()
+        todo = plan.todo
+        self.stats.units_skipped += len(plan.units) - len(todo)
+        if not todo:
+            self._clear_task_error(task)
+            return
+        t0 = time.perf_counter()
+        self.say(f"== task {task.name} ({task.kind.label}): {len(todo)} of {len(plan.units)} units to compute ==")
+        try:
+            task_run.kind.run(task_run)
+        except KeyboardInterrupt:
+            raise
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failing task is data; the next task runs
+            if isinstance(exc, SystemExit):
+                exc = RuntimeError(f"a plugin called sys.exit({exc.code!r}) while task {task.name!r} ran")
+            self._task_failed(task_run, exc)
+        else:
+            self._clear_task_error(task)
+        self.say(f"== task {task.name} finished in {time.perf_counter() - t0:.1f}s ==")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
@@ -113,3 +114,177 @@ def test_git_revision_is_dirty_for_code_changes_not_for_published_leaderboards(t
     assert git_revision.__wrapped__(tmp_path / "pkg") == revision
     (tmp_path / "pkg" / "code.py").write_text("x = 2\n")
     assert git_revision.__wrapped__(tmp_path / "pkg") == revision + "-dirty"
+
+
+def _entry_files(cache, key):
+    return cache.dir / f"{key}.safetensors", cache.dir / f"{key}.json"
+
+
+@pytest.mark.parametrize("how", ["copy", "swap", "copy_and_rename"])
+def test_an_entry_must_prove_it_holds_the_identity_asked_for(tmp_path, how):
+    import shutil
+
+    cache = EmbeddingCache(tmp_path)
+    id_a = {"encoder": "e", "params": {"seed": 0}, "data": "d", "split": "train"}
+    id_b = {**id_a, "params": {"seed": 1}}
+    key_a, key_b = identity_key(id_a), identity_key(id_b)
+    cache.put(key_a, torch.zeros(4, 2), {**id_a, "n": 4})
+    cache.put(key_b, torch.ones(4, 2), {**id_b, "n": 4})
+    (ta, ma), (tb, mb) = _entry_files(cache, key_a), _entry_files(cache, key_b)
+    if how == "swap":
+        for p, q in ((ta, tb), (ma, mb)):
+            tmp = p.with_suffix(".swap")
+            p.rename(tmp)
+            q.rename(p)
+            tmp.rename(q)
+    else:
+        shutil.copyfile(tb, ta)
+        shutil.copyfile(mb, ma)
+        if how == "copy_and_rename":  # the recorded key rewritten too: only the identity fields tell
+            ma.write_text(json.dumps({**json.loads(ma.read_text()), "key": key_a}))
+    assert cache.get(key_a, id_a) is None
+    assert cache.warnings and key_a in cache.warnings[0]
+    assert not ta.exists() and not ma.exists()  # set aside, so the runner recomputes and rewrites it
+    if how != "swap":
+        X, meta = cache.get(key_b, id_b)  # the source entry itself is untouched and still proves itself
+        assert torch.equal(X, torch.ones(4, 2)) and meta["n"] == 4
+
+
+def test_get_with_identity_accepts_the_entry_put_under_it(tmp_path):
+    cache = EmbeddingCache(tmp_path)
+    identity = {"encoder": "e", "params": {"dims": (3, 4), "path": tmp_path}, "split": "train", "view": "id"}
+    key = identity_key(identity)
+    cache.put(key, torch.randn(3, 2), {**identity, "n": 3, "label": "x"})  # extra fields are fine
+    X, meta = cache.get(key, identity)  # tuples and paths come back from JSON as lists and strings
+    assert X.shape == (3, 2) and meta["n"] == 3 and cache.warnings == []
+    wrong_key = "0" * 40  # a key that is not the identity's hash: refused, and the entry is not at fault
+    cache.put(wrong_key, torch.randn(3, 2), identity)
+    assert cache.get(wrong_key, identity) is None and cache.warnings
+    assert (cache.dir / f"{wrong_key}.json").exists()
+    with pytest.raises(ValueError, match="reserved"):
+        cache.put(key, torch.randn(3, 2), {**identity, "sha256": "forged"})
+
+
+@pytest.mark.parametrize("meta_text", ["[]", "123", '"text"', "null"])
+def test_metadata_that_is_json_but_not_an_object_is_corrupt(tmp_path, meta_text):
+    cache = EmbeddingCache(tmp_path)
+    key = "k" * 40
+    cache.put(key, torch.randn(3, 2), {})
+    tensor_path, meta_path = _entry_files(cache, key)
+    meta_path.write_text(meta_text)
+    assert cache.entries() == []
+    assert cache.get(key) is None
+    assert cache.warnings and "corrupt" in cache.warnings[0]
+    assert not tensor_path.exists() and not meta_path.exists()
+
+
+@pytest.mark.parametrize("which", ["tensor", "meta"])
+def test_a_folder_in_place_of_an_entry_file_is_set_aside(tmp_path, which):
+    cache = EmbeddingCache(tmp_path)
+    key = "k" * 40
+    cache.put(key, torch.randn(3, 2), {})
+    path = _entry_files(cache, key)[which == "meta"]
+    path.unlink()
+    (path / "inner").mkdir(parents=True)
+    assert len(cache.entries()) == (which == "tensor")  # listed from its metadata, without raising
+    assert cache.get(key) is None and cache.warnings
+    assert not path.exists()
+    cache.put(key, torch.ones(3, 2), {})  # the recomputed entry can be stored again
+    assert torch.equal(cache.get(key)[0], torch.ones(3, 2))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX-only")
+@pytest.mark.parametrize("which", ["tensor", "meta"])
+def test_a_named_pipe_in_place_of_an_entry_file_does_not_hang(tmp_path, which):
+    import threading
+
+    cache = EmbeddingCache(tmp_path)
+    key = "k" * 40
+    cache.put(key, torch.randn(3, 2), {})
+    path = _entry_files(cache, key)[which == "meta"]
+    path.unlink()
+    os.mkfifo(path)
+    stop, hung = threading.Event(), []
+
+    def watchdog():  # a reader blocked on the pipe is released by opening its write end
+        if not stop.wait(5):
+            hung.append(path.name)
+            while not stop.wait(0.05):
+                try:
+                    os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+                except OSError:
+                    pass
+
+    guard = threading.Thread(target=watchdog, daemon=True)
+    guard.start()
+    try:
+        listed, got = cache.entries(), cache.get(key)
+    finally:
+        stop.set()
+        guard.join()
+    assert not hung, f"blocked opening the named pipe {path.name}"
+    assert len(listed) == (which == "tensor") and got is None
+    assert cache.warnings and "corrupt" in cache.warnings[0] and not path.exists()
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_cache_files_respect_the_umask(tmp_path, umask, mode):
+    import stat
+
+    cache = EmbeddingCache(tmp_path)
+    previous = os.umask(umask)
+    try:
+        cache.put("k" * 40, torch.randn(3, 2), {})
+    finally:
+        os.umask(previous)
+    for path in _entry_files(cache, "k" * 40):
+        assert stat.S_IMODE(path.stat().st_mode) == mode, path.name
+
+
+def test_an_entry_this_user_cannot_read_is_left_alone(tmp_path, monkeypatch):
+    import relbench.cache as cache_module
+
+    cache = EmbeddingCache(tmp_path)
+    key = "k" * 40
+    cache.put(key, torch.randn(3, 2), {})
+
+    def denied(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(cache_module, "_read_regular", denied)
+    assert cache.get(key) is None
+    assert cache.warnings and "cannot be read" in cache.warnings[0]
+    assert all(p.exists() for p in _entry_files(cache, key))  # another user's entry is not deleted
+
+
+def test_an_entry_this_user_cannot_replace_is_left_uncached(tmp_path, monkeypatch):
+    cache = EmbeddingCache(tmp_path)
+    key = "k" * 40
+
+    def denied(src, dst):
+        raise PermissionError(1, "Operation not permitted", str(dst))
+
+    monkeypatch.setattr(os, "replace", denied)  # e.g. another user's file in a sticky shared folder
+    cache.put(key, torch.randn(3, 2), {})
+    monkeypatch.undo()
+    assert cache.warnings and "not stored" in cache.warnings[0]
+    assert list(cache.dir.iterdir()) == []  # no temporary files left behind
+
+
+def test_clear_never_deletes_through_a_symlinked_cache_folder(tmp_path):
+    from relbench.errors import UserError
+
+    target = tmp_path / "elsewhere"
+    (target / "keep.txt").parent.mkdir()
+    (target / "keep.txt").write_text("not ours")
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "embeddings").symlink_to(target, target_is_directory=True)
+    cache = EmbeddingCache(tmp_path / "cache")
+    cache.put("k" * 40, torch.randn(3, 2), {})
+    with pytest.raises(UserError, match="symbolic link"):
+        cache.clear()
+    assert (target / "keep.txt").read_text() == "not ours" and (target / f"{'k' * 40}.json").exists()
+    assert cache.dir.is_symlink()
+    real = EmbeddingCache(tmp_path / "real")  # a real folder is still cleared
+    real.put("k" * 40, torch.randn(3, 2), {})
+    assert real.clear() == 1 and not real.dir.exists()

@@ -188,3 +188,41 @@ def test_a_store_sees_units_another_process_wrote(tmp_path):
     assert mine.read("t").done == set()
     theirs.append("t", "u0", [{"task": "t", "metric": "m", "value": 1.0, "status": "ok"}], "run")
     assert mine.read("t").done == {"u0"}  # e.g. the parent of -j workers, rendering pages
+
+
+def test_two_runs_on_one_store_share_the_work(registry, write_yaml):
+    import threading
+
+    from relbench.results import ResultStore
+
+    two = TASKS + TASKS.split("tasks:\n", 1)[1].replace("name: blobs", "name: blobs-2")
+    path = write_yaml(two)
+    runners = [Runner(load_suite(path, registry), registry, quiet=True) for _ in range(2)]
+    threads = [threading.Thread(target=r.run) for r in runners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    units = 2  # per task: one seed × one stitcher × two targets
+    assert sum(r.stats.units_done for r in runners) == 2 * units  # every unit computed once, by one of them
+    stored = ResultStore(path.parent / "results")
+    assert all(len(stored.load(t, all_runs=True)) == units * 2 for t in ("blobs", "blobs-2"))  # × two sources
+
+
+def test_a_lock_is_released_when_its_holder_dies(tmp_path):
+    import subprocess
+    import sys
+
+    from relbench.results import ResultStore
+
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from relbench.results import ResultStore\n"
+        f"with ResultStore({str(tmp_path)!r}).lock('t', wait=True):\n"
+        "    print('held', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    with ResultStore(tmp_path).lock("t", wait=False) as held:
+        assert not held
+    holder.kill()
+    holder.wait()
+    with ResultStore(tmp_path).lock("t", wait=False) as held:
+        assert held  # a killed run never leaves a stale lock
