@@ -24,6 +24,7 @@ from tabulate import tabulate
 from relbench import __version__
 from relbench.cache import atomic_write_bytes
 from relbench.config import Task
+from relbench.errors import OutputNotWritable
 from relbench.identity import fingerprint
 from relbench.interfaces import TaskKind
 from relbench.names import inside
@@ -192,7 +193,12 @@ def _draw(store: ResultStore, out: Path, task: Task, units: set[str]) -> dict:
         atomic_write_bytes(path, (f"# {task.name}\n\n{task.description}\n\n_No results of the current tasks file "
                                   f"yet: run `relbench run` on it. {GENERATED}_\n").encode())
         return {"files": [path.name], "index": None, "ranking": None}
-    body = kind.page(df, page)
+    try:
+        body = kind.page(df, page)
+    except OSError:  # e.g. a full disk: a figure half written is no figure
+        for figure in page.written:
+            figure.unlink(missing_ok=True)
+        raise
     if task.claims:
         body = claims_section(kind, df, task.claims) + "\n" + body
     if task.published:
@@ -220,6 +226,16 @@ def render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, 
     page whose inputs (:func:`_digest`) and files are unchanged since it was drawn is
     not drawn again (``relbench leaderboard`` redraws every page, e.g. after the page
     code changed)."""
+    try:
+        return _render(store, out, tasks, current, redraw)
+    except OSError as exc:
+        raise OutputNotWritable(f"cannot write the leaderboards folder {out} ({exc.strerror or exc}); the results "
+                                f"store is untouched and no half-written page or figure is left. Free space or "
+                                f"choose another folder (--leaderboards DIR), then run `relbench leaderboard`.") from None
+
+
+def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, set[str]],
+            redraw: bool) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     _remove_stale_pages(out, {task.name for task in tasks})
     manifest = _read_manifest(out)

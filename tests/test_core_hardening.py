@@ -226,3 +226,27 @@ def test_a_lock_is_released_when_its_holder_dies(tmp_path):
     holder.wait()
     with ResultStore(tmp_path).lock("t", wait=False) as held:
         assert held  # a killed run never leaves a stale lock
+
+
+def test_a_full_disk_while_drawing_pages_is_exit_2_and_leaves_no_partial_figure(cli_main, registry, write_yaml,
+                                                                                 monkeypatch, capsys):
+    import errno
+
+    import matplotlib.figure
+
+    path = write_yaml(TASKS)
+    _run(registry, path)
+    real = matplotlib.figure.Figure.savefig
+
+    def full(self, fname, *args, **kwargs):
+        with open(fname, "wb") as fh:
+            fh.write(b"\x89PNG half")  # a partial file, as a full disk leaves it
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", full)
+    assert cli_main(["leaderboard", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write the leaderboards folder" in err and "No space left" in err and "Traceback" not in err
+    assert not list((path.parent / "boards").glob("figures/**/*.png"))
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", real)
+    assert cli_main(["leaderboard", str(path)]) == 0 and list((path.parent / "boards").glob("figures/**/*.png"))
