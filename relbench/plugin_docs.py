@@ -49,7 +49,9 @@ def describe(registered: Registered) -> dict[str, Any]:
     """Everything known about one registered plugin, as a JSON-able dict.
 
     Keys: ``name``, ``interface``, ``class`` (``module:qualname``), ``package``,
-    ``summary``, ``doc`` (the class's own docstring) and ``parameters``, a list of
+    ``version`` (the author's version of the method), ``columns`` (for a task kind: the
+    columns identifying its cells; else empty), ``summary``, ``doc`` (the class's own
+    docstring) and ``parameters``, a list of
     ``{name, type, choices, default, required, doc}``: ``choices`` lists the allowed values
     of a ``Literal`` parameter (else null); ``default`` is null for a required parameter
     and the ``repr`` string of a default JSON cannot hold.
@@ -65,7 +67,8 @@ def describe(registered: Registered) -> dict[str, Any]:
             "doc": docs.get(name, ""),
         })
     return {"name": cls.name, "interface": cls.interface, "class": f"{cls.__module__}:{cls.__qualname__}",
-            "package": registered.package, "summary": registered.summary, "doc": own_docstring(cls),
+            "package": registered.package, "version": str(getattr(cls, "version", "")),
+            "columns": list(getattr(cls, "columns", ())), "summary": registered.summary, "doc": own_docstring(cls),
             "parameters": parameters}
 
 
@@ -76,6 +79,8 @@ def format_plugin(registered: Registered) -> str:
     lines = [f"{info['name']}  ({info['interface']}, {info['package']}, {info['class']})"]
     if info["doc"]:
         lines += ["", *("    " + line if line else "" for line in info["doc"].splitlines())]
+    if info["columns"]:
+        lines += ["", f"Columns of its results: seed, {', '.join(info['columns'])}"]
     lines += ["", "Parameters:" if info["parameters"] else "Parameters: none"]
     for p in info["parameters"]:
         choices = f" one of {', '.join(json.dumps(c) for c in p['choices'])};" if p["choices"] else ""
