@@ -147,22 +147,32 @@ def _cmd_plugins(args, registry) -> int:
 # ----------------------------------------------------------------------------- run
 
 
-def _plan_rows(plans) -> list[dict]:
-    return [tr.plan().summary() for tr in plans]
+def _plan_summary(task_run) -> dict:
+    """A task's dry-run line; a task that cannot be planned here is counted from its
+    kind's plan alone, with the reason."""
+    if task_run.unavailable:
+        units = len(task_run.kind.plan(task_run.task))
+        return {"task": task_run.task.name, "units": units, "done": None, "to_compute": units, "stale": None,
+                "stale_reasons": {}, "unavailable": task_run.unavailable}
+    return task_run.plan().summary()
 
 
 def _dry_run(runner, as_json: bool) -> int:
     from tabulate import tabulate
 
-    summaries = _plan_rows(runner.plans())
+    summaries = [_plan_summary(tr) for tr in runner.plans(lenient=True)]
     if as_json:
         print(json.dumps({"tasks": summaries, "units": sum(s["units"] for s in summaries),
                           "to_compute": sum(s["to_compute"] for s in summaries)}, indent=1))
         return EXIT_OK
-    rows = [[s["task"], s["units"], s["done"], s["to_compute"], s["stale"],
+    rows = [[s["task"], s["units"], "?" if s["done"] is None else s["done"], s["to_compute"],
+             "?" if s["stale"] is None else s["stale"],
              "; ".join(f"{n}: {why}" for why, n in s["stale_reasons"].items())] for s in summaries]
     print(tabulate(rows, headers=["task", "units", "done", "to compute", "stale", "stale because changed"],
                    tablefmt="simple"))
+    for s in summaries:
+        if s.get("unavailable"):
+            print(f"\n{s['task']}: cannot be planned here, so done and stale are unknown: {s['unavailable']}")
     print(f"\n{len(summaries)} tasks, {sum(s['units'] for s in summaries)} units, "
           f"{sum(s['to_compute'] for s in summaries)} to compute.")
     return EXIT_OK

@@ -152,6 +152,8 @@ class TaskRun:
         self._task_inputs: dict | None = None
         self._plan: TaskPlan | None = None
         self._by_display: dict[str, PlannedUnit] = {}
+        #: why the task cannot be planned here (a missing asset …), for ``--dry-run``
+        self.unavailable: str = ""
 
     # -------------------------------------------------------------- identity and plan
 
@@ -506,20 +508,23 @@ class Runner:
             self._datasets[key] = spec.build().load()
         return self._datasets[key]
 
-    def plans(self) -> list[TaskRun]:
+    def plans(self, lenient: bool = False) -> list[TaskRun]:
         """A :class:`TaskRun` per selected task with its plan made: every identity is
         computed and every user error that the data reveal (a missing asset, too many
         anchors, a view the data set lacks) is raised here, before any work. A task
         whose planning fails on a bug (a plugin raising anything else) is recorded as a
-        failed task and left out; the others go on."""
+        failed task and left out; the others go on. ``lenient`` (``--dry-run``) keeps a
+        task whose user error stops its planning, with the message in ``unavailable``."""
         runs = []
         for task in self.tasks():
             resolve_device(task.device)  # `device: cuda` without a GPU stops the run before any work
             task_run = TaskRun(self, task)
             try:
                 task_run.plan()
-            except UserError:
-                raise
+            except UserError as exc:
+                if not lenient:
+                    raise
+                task_run.unavailable = str(exc)
             except Exception as exc:  # noqa: BLE001 - a plugin's bug fails its task, not the run
                 self._task_failed(task_run, exc)
                 continue

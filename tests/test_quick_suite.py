@@ -23,7 +23,7 @@ def quick_run(tmp_path_factory):
     cmd = [sys.executable, "-m", "relbench.cli", "run", str(ROOT / "tasks" / "quick.yaml"),
            "--output", str(out / "results"), "--leaderboards", str(out / "boards")]
     first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    second = subprocess.run(cmd + ["-q"], env=env, capture_output=True, text=True, timeout=900)
+    second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     return out, first, second
 
 
@@ -52,8 +52,9 @@ def test_quick_suite_shows_relative_beats_absolute_across_seeds(quick_run):
 def test_second_run_reencodes_and_recomputes_nothing(quick_run):
     _, first, second = quick_run
     assert second.returncode == 0, second.stderr[-3000:]
-    assert "encoded 0 (encoder, split) banks" in second.stderr
-    assert "ran 0 units" in second.stderr and "use --force to recompute them" in second.stderr
+    assert "encoded 0 (encoder, split) banks, reused 0 from the cache" in second.stderr  # not even read
+    assert "ran 0 units" in second.stderr and "already finished with the same identity" in second.stderr
+    assert "0 changed pages" in second.stderr
 
 
 def test_jobs_run_tasks_in_worker_processes(quick_run):

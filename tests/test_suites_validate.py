@@ -3,6 +3,7 @@ paper-reproduction suite (which needs a model hub to run, not to validate)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,11 +13,22 @@ from relbench import cli
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("path", ["tasks.yaml", "tasks/quick.yaml", "tasks/paper.yaml"])
-def test_task_file_dry_runs(path, capsys):
-    assert cli.main(["run", str(ROOT / path), "--dry-run"]) == 0
+@pytest.mark.parametrize("path, units", [("tasks.yaml", 1153), ("tasks/quick.yaml", None), ("tasks/paper.yaml", None)])
+def test_task_file_dry_runs(path, units, capsys, tmp_path):
+    assert cli.main(["run", str(ROOT / path), "--dry-run", "--output", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "units of work" in out
+    assert "units" in out and "to compute" in out
+    if units:  # the default suite's exact plan, every unit to compute in an empty store
+        assert f"15 tasks, {units} units, {units} to compute." in out
+
+
+def test_a_suite_whose_assets_are_not_here_still_dry_runs_with_its_unit_counts(capsys, tmp_path):
+    # tasks/paper.yaml names hub models and data sets: the plan counts its units and says
+    # what is missing instead of failing
+    assert cli.main(["run", str(ROOT / "tasks" / "paper.yaml"), "--dry-run", "--json", "--output", str(tmp_path)]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["units"] > 0 and all(t["units"] > 0 for t in plan["tasks"])
+    assert any(t.get("unavailable") for t in plan["tasks"])
 
 
 def test_default_suite_has_three_seeds_and_every_task_kind():
