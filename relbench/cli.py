@@ -263,7 +263,7 @@ def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
     for var, values in ((DISABLE_ENV, args.disable), (PLUGINS_ENV, args.plugin)):
         if values:
             os.environ[var] = ",".join(filter(None, [os.environ.get(var, ""), *values]))
-    extra = (["--force"] if args.force else []) + (["--output", str(args.output)] if args.output else []) + \
+    extra = (["--force"] if args.force else []) + ([f"--output={args.output.resolve()}"] if args.output else []) + \
         (["-q"] if args.quiet else [])
     code = run_parallel(suite, todo, jobs, extra, command, args.quiet) if todo else EXIT_OK
     if not args.no_leaderboard and code != EXIT_INTERRUPTED:

@@ -4,27 +4,41 @@ Most of an evaluation is many small decoder fits, bound by one core's Python ove
 so N processes use N cores where one process with N threads cannot. Tasks are grouped
 into *chains* by data set (tasks over the same data usually share encoders, so a chain
 computes each embedding once and the rest of its tasks read the cache); chains are
-handed to workers longest first. Every worker is a plain ``relbench run --task …``
-process with one torch thread: results go to per-task files, so workers never write the
-same file, and the embedding cache is written atomically. Workers record the user's own
+handed to workers longest first. Every worker is a ``relbench run --task=…`` process
+with one torch thread: results go to per-task files, so workers never write the same
+file, and the embedding cache is written atomically. Workers record the user's own
 command line (passed in :data:`COMMAND_ENV`) in their rows, not their internal one.
+
+Workers never outlive the run: each starts through this module's ``__main__``, which
+first arms a parent-death signal (:func:`_die_with_parent`), so killing the parent, even
+with SIGKILL, ends them and a restarted run never works beside orphans. Workers stay in
+the parent's process group, so a terminal's Ctrl-C (and Ctrl-Z) reaches every one of
+them at once; a SIGINT sent to the parent alone is forwarded (:func:`_stop`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from relbench.config import Suite, Task
-from relbench.interfaces import progress_bar
+if TYPE_CHECKING:  # only for annotations: a worker imports this module before anything heavy
+    from relbench.config import Suite, Task
 
 #: Environment variable through which a worker learns the command the user typed.
 COMMAND_ENV = "RELBENCH_RUN_COMMAND"
+#: Seconds interrupted workers get to stop on their own, then seconds terminated ones get to end.
+STOP_GRACE, KILL_GRACE = 10.0, 2.0
+#: ``prctl`` option: the signal the kernel sends this process when its parent dies (linux/prctl.h).
+PR_SET_PDEATHSIG = 1
 
 
 def chains(tasks: list[Task]) -> list[list[Task]]:
@@ -51,6 +65,8 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
     shown when it ends (with ``quiet``, only failures are); a bar counts finished tasks
     meanwhile.
     """
+    from relbench.interfaces import progress_bar
+
     queue = chains(tasks)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", COMMAND_ENV: command}
     running: list[tuple[subprocess.Popen, list[Task], Path]] = []
@@ -67,8 +83,10 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
             while queue and len(running) < jobs:
                 chain = queue.pop(0)
                 log = logdir / f"{chain[0].name}.log"
-                cmd = [sys.executable, "-m", "relbench.cli", "run", str(suite.file), "--no-leaderboard",
-                       *extra_args, *[arg for t in chain for arg in ("--task", t.name)]]
+                # one argv element per option, so no name or path is read as an option; an
+                # absolute suite path cannot start with "-"; names are matched exactly, not as globs
+                cmd = [sys.executable, "-m", "relbench.parallel", str(os.getpid()), "run", os.path.abspath(suite.file),
+                       "--no-leaderboard", *extra_args, *[f"--task={_glob_escape(t.name)}" for t in chain]]
                 with open(log, "w") as fh:
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
                 running.append((proc, chain, log))
@@ -91,8 +109,7 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
                          or "failures" in ln or "not achievable" in ln]
                 say("\n".join(f"  [{chain[0].dataset.name}] {ln}" for ln in lines), failure=code != 0)
     except KeyboardInterrupt:
-        for proc, _, _ in running:
-            proc.wait()
+        _stop([proc for proc, _, _ in running])
         return 130
     finally:
         bar.close()
@@ -101,3 +118,70 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
     else:
         say(f"worker logs: {logdir}", failure=True)
     return worst
+
+
+def _glob_escape(name: str) -> str:
+    """``name`` as a ``--task`` pattern matching exactly itself: ``*``, ``?`` and ``[``
+    each wrapped in brackets (task names are validated to never hold them: a safety net)."""
+    return re.sub(r"([*?[])", r"[\1]", name)
+
+
+def _stop(procs: list[subprocess.Popen], grace: float = STOP_GRACE) -> None:
+    """Interrupt the workers as Ctrl-C does (SIGINT: each abandons the unit it is
+    computing, finished ones are stored already), wait up to ``grace`` seconds (less on a
+    second Ctrl-C), then terminate and at last kill the ones still running.
+
+    After a terminal's Ctrl-C the workers get SIGINT twice (from the terminal and from
+    here); a second KeyboardInterrupt only ends a worker sooner, which is harmless."""
+    deadline = time.monotonic() + grace
+    try:
+        if os.name == "posix":  # on Windows a console's Ctrl-C reaches every worker, and nothing else can
+            for proc in procs:
+                proc.send_signal(signal.SIGINT)
+        for proc in procs:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        pass
+    for proc in procs:
+        proc.terminate()  # nothing for a worker that has ended
+    for proc in procs:
+        try:
+            proc.wait(KILL_GRACE)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _die_with_parent(parent: int) -> None:
+    """Have this process sent SIGTERM when ``parent`` (the ``relbench run -j`` process
+    that started it) dies, however it dies. Linux: ``prctl(PR_SET_PDEATHSIG)`` (strictly,
+    the kernel signals when the thread that started this process ends; that thread waits
+    in :func:`run_parallel` for its workers, so it ends only with its process); other
+    POSIX systems: a thread polling for the parent every second. Where neither works
+    (Windows) nothing is armed."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        armed = libc.prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGTERM)) == 0
+    else:
+        armed = False
+    if armed:
+        if os.getppid() != parent:  # it died before prctl: the kernel will send nothing
+            os.kill(os.getpid(), signal.SIGTERM)
+    elif os.name == "posix":
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="relbench-parent").start()
+
+
+def _watch_parent(parent: int) -> None:
+    """SIGTERM this process once ``parent`` has ended (this process is then re-parented)."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+if __name__ == "__main__":  # a worker: python -m relbench.parallel PARENT_PID run …
+    _die_with_parent(int(sys.argv[1]))
+    from relbench.cli import main
+
+    sys.exit(main(sys.argv[2:]))

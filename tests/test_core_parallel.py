@@ -1,0 +1,270 @@
+"""`relbench run -j N` workers: they die with their parent however it dies, a SIGINT to
+the parent alone stops them in bounded time, and task names reach them as exact
+`--task=NAME` patterns that no parser can read as options."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import relbench.parallel as parallel
+
+TESTS = Path(__file__).resolve().parent
+
+#: Two tasks over two data sets (so two chains, two workers) whose encoder sleeps
+#: SLEEPY_SECONDS (default: minutes).
+SLOW_TASKS = """\
+suite: {seeds: [0], num_anchors: 8, output: results, leaderboards: boards}
+tasks:
+"""
+SLOW_TASK = """\
+  - name: slow-{x}
+    dataset: {{name: slow-blobs-{x}}}
+    encoders:
+      - {{name: sleepy, label: a, params: {{seed: 1}}}}
+      - {{name: sleepy, label: b, params: {{seed: 2}}}}
+    grid: {{selectors: [random], similarities: [cosine], stitchers: [relative]}}
+    metrics: [accuracy]
+"""
+SLOW_PLUGIN = """\
+import os
+import time
+from pathlib import Path
+from typing import ClassVar
+
+from relbench import hookimpl
+from toy_plugins import Blobs, Rotated
+
+
+class BlobsA(Blobs):
+    name: ClassVar[str] = "slow-blobs-a"
+
+
+class BlobsB(Blobs):
+    name: ClassVar[str] = "slow-blobs-b"
+
+
+class Sleepy(Rotated):
+    name: ClassVar[str] = "sleepy"
+
+    def encode(self, items, ctx):
+        Path(f"encoding-{os.getpid()}").touch()  # in the run's folder: the test waits for these
+        time.sleep(float(os.environ.get("SLEEPY_SECONDS", 120)))
+        return super().encode(items, ctx)
+
+
+@hookimpl
+def relbench_datasets():
+    return [BlobsA, BlobsB]
+
+
+@hookimpl
+def relbench_encoders():
+    return [Sleepy]
+"""
+
+
+def _children(pid: int) -> set[int]:
+    """Live (not zombie) processes whose parent is ``pid``."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            state, ppid = stat.rpartition(")")[2].split()[:2]
+            if int(ppid) == pid and state != "Z":
+                found.add(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_for(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def _start_run(folder: Path, *args: str, sleep: float = 120) -> subprocess.Popen:
+    """`relbench run -j 2` on the two slow tasks, in ``folder`` (its worker logs too)."""
+    (folder / "slow_plugin.py").write_text(SLOW_PLUGIN)
+    (folder / "tasks.yaml").write_text(SLOW_TASKS + SLOW_TASK.format(x="a") + SLOW_TASK.format(x="b"))
+    env = {**os.environ, "RELBENCH_PLUGINS": "slow_plugin", "SLEEPY_SECONDS": str(sleep), "TMPDIR": str(folder),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
+    return subprocess.Popen([sys.executable, "-m", "relbench.cli", "run", "tasks.yaml", "-j", "2", *args],
+                            cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def test_workers_run_every_task_to_the_end(tmp_path):
+    run = _start_run(tmp_path, "--no-leaderboard", sleep=0)
+    try:
+        _, err = run.communicate(timeout=120)
+    finally:
+        run.kill()  # nothing once it has ended; its workers die with it
+        run.wait()
+    assert "2 workers" in err and "ran 2 units" in err, err
+    assert {p.name for p in (tmp_path / "results").glob("slow-*")} == {"slow-a.jsonl", "slow-b.jsonl"}
+    assert not list(tmp_path.glob("relbench-jobs-*"))  # logs of a run without failures are removed
+
+
+@pytest.fixture
+def slow_run(tmp_path):
+    """Start `relbench run -j 2` on two slow tasks; yield (parent, worker pids) once both
+    workers are encoding (sleeping for minutes); kill whatever is left afterwards."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("reads /proc")
+    parent = _start_run(tmp_path)
+    deadline = time.monotonic() + 25  # for start-up, torch imports included, on a busy machine
+    workers: set[int] = set()
+    try:
+        started = _wait_for(lambda: len(_children(parent.pid)) >= 2, deadline - time.monotonic())
+        assert started, parent.stderr.read() if parent.poll() is not None else "no workers yet"
+        workers = _children(parent.pid)
+        encoding = {tmp_path / f"encoding-{pid}" for pid in workers}
+        assert _wait_for(lambda: all(f.exists() for f in encoding), deadline - time.monotonic())
+        yield parent, workers
+    finally:
+        for pid in [parent.pid, *workers]:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        parent.wait()
+
+
+def test_workers_die_when_the_parent_is_killed(slow_run):
+    parent, workers = slow_run
+    parent.kill()
+    parent.wait()
+    assert _wait_for(lambda: not any(map(_alive, workers)), 5), "workers outlived their killed parent"
+
+
+def test_sigint_to_the_parent_alone_stops_the_workers(slow_run, tmp_path):
+    parent, workers = slow_run
+    parent.send_signal(signal.SIGINT)
+    try:
+        code = parent.wait(timeout=10)  # the workers stop on SIGINT, well within parallel.STOP_GRACE
+    except subprocess.TimeoutExpired:
+        pytest.fail("the interrupted parent waited for its workers' work")
+    assert code == 130
+    assert not any(map(_alive, workers))
+    assert "interrupted" in parent.stderr.read()
+    logs = list(tmp_path.glob("relbench-jobs-*/*.log"))
+    assert len(logs) == 2 and all("\ninterrupted: " in log.read_text() for log in logs)  # stopped by SIGINT
+
+
+def _spawn(script: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *args], stdout=subprocess.PIPE, text=True)
+
+
+def test_stop_interrupts_then_terminates_then_kills():
+    polite = _spawn("import time; print('up', flush=True); time.sleep(60)")
+    deaf = _spawn("""
+        import signal, time
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print('up', flush=True); time.sleep(60)""")
+    stubborn = _spawn("""
+        import signal, time
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
+        print('up', flush=True); time.sleep(60)""")
+    procs = [polite, deaf, stubborn]
+    try:
+        for proc in procs:
+            assert proc.stdout.readline() == "up\n"
+        t0 = time.monotonic()
+        parallel._stop(procs, grace=1.0)
+        assert time.monotonic() - t0 < 1.0 + parallel.KILL_GRACE + 1
+        assert polite.returncode == -signal.SIGINT  # an uncaught KeyboardInterrupt: it stopped on its own
+        assert deaf.returncode == -signal.SIGTERM and stubborn.returncode == -signal.SIGKILL
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+#: A worker: arms the death signal (with sys.platform as given), then sleeps.
+WORKER = """
+    import os, sys, time
+    sys.platform = sys.argv[1]
+    from relbench.parallel import _die_with_parent
+    _die_with_parent(os.getppid())
+    print("armed", flush=True)
+    time.sleep(60)"""
+#: Its parent: starts it and prints its pid once armed, then sleeps.
+PARENT = """
+    import subprocess, sys, time
+    worker = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], stdout=subprocess.PIPE, text=True)
+    assert worker.stdout.readline() == "armed\\n"
+    print(worker.pid, flush=True)
+    time.sleep(60)"""
+
+
+@pytest.mark.parametrize("platform", ["linux", "darwin"])
+def test_die_with_parent_by_prctl_and_by_the_fallback(platform):
+    """Killing the parent ends the worker: through prctl on Linux, through the polling
+    thread elsewhere (here: sys.platform set to "darwin")."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("reads /proc")
+    middle = _spawn(PARENT, textwrap.dedent(WORKER), platform)
+    worker = None
+    try:
+        worker = int(middle.stdout.readline())
+        middle.kill()
+        middle.wait()
+        assert _wait_for(lambda: not _alive(worker), 5), f"the worker outlived its parent ({platform})"
+    finally:
+        middle.kill()
+        middle.wait()
+        if worker and _alive(worker):
+            os.kill(worker, signal.SIGKILL)
+
+
+def test_task_names_reach_workers_as_exact_patterns_never_options(monkeypatch, tmp_path):
+    """Names that an option parser or a glob would misread (impossible for validated
+    names, which is why this builds tasks by hand): each worker gets `--task=NAME`,
+    parsed back as exactly one pattern that matches its own task and no other."""
+    from relbench.cli import _parser
+
+    names = ["-x", "--force", "a*", "b?", "c[1]", "d]", "run"]
+    others = ["ab", "bb", "c1", "-xx", "a"]
+    started = []
+
+    class Worker:
+        pid, returncode = 4242, 0
+
+        def __init__(self, cmd, **kwargs):
+            started.append(cmd)
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setattr(parallel.subprocess, "Popen", Worker)
+    tasks = [SimpleNamespace(name=n, dataset=SimpleNamespace(name=n), encoders=[], seeds=[0], similarities=[],
+                             stitchers=[], selectors=[]) for n in names]
+    suite = SimpleNamespace(file=tmp_path / "tasks.yaml")
+    assert parallel.run_parallel(suite, tasks, 2, ["--force"], "relbench run", quiet=True) == 0
+    assert len(started) == len(names)
+    for cmd in started:
+        args = _parser().parse_args(cmd[cmd.index("run"):])
+        assert args.tasks == suite.file and args.force and args.no_leaderboard
+        [pattern] = args.only
+        assert [n for n in names + others if fnmatch.fnmatchcase(n, pattern)] in ([n] for n in names)
+    assert all("--task" not in cmd for cmd in started)
