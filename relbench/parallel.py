@@ -60,8 +60,8 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
     """Run ``tasks`` in up to ``jobs`` worker processes; return the worst exit code.
 
     ``extra_args`` are passed to every worker's ``relbench run`` (``--force``,
-    ``--output``, ``--disable`` …); ``command`` is what the workers record as the
-    command that produced their rows. Each worker's messages are kept in a log and
+    ``--output``, ``-q``; switched-off and extra plugins travel in the environment);
+    ``command`` is what the workers record as the command that produced their rows. Each worker's messages are kept in a log and
     shown when it ends (with ``quiet``, only failures are); a bar counts finished tasks
     meanwhile.
     """
