@@ -166,7 +166,7 @@ def _read_yaml(path: Path) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
+        problem = " ".join(filter(None, (getattr(exc, "context", None), getattr(exc, "problem", None)))) or str(exc)
         raise ConfigError(f"{where}: malformed YAML: {problem}. Check indentation and quoting there.") from None
 
 
@@ -332,9 +332,25 @@ def _check_keys(mapping: dict, allowed: set[str], where: _Where, what: str) -> N
             )
 
 
+def _resolved(tasks_file: Path, value: str, where: _Where) -> Path:
+    """A path of the tasks file, relative to its folder, resolved; a value no file
+    system accepts (a NUL byte, an unreadable link loop) is a validation error."""
+    try:
+        if "\0" in value:
+            raise ValueError("it contains a NUL byte")
+        return (tasks_file.parent / value).resolve()
+    except (ValueError, OSError, RuntimeError) as exc:
+        raise where.error(f"{value!r} is not a usable path ({exc}).") from None
+
+
+#: how a YAML value's type is named in messages
+_TYPE_NAMES = {"_Map": "mapping", "_Seq": "list", "dict": "mapping", "NoneType": "null"}
+
+
 def _expect(value: Any, tp: type | tuple, where: _Where, expected: str) -> Any:
     if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
-        raise where.error(f"expected {expected}, got {type(value).__name__} {value!r}.")
+        kind = type(value).__name__
+        raise where.error(f"expected {expected}, got {_TYPE_NAMES.get(kind, kind)} {value!r}.")
     return value
 
 
@@ -554,7 +570,7 @@ def _collect_tasks(path: Path, registry: Registry, defaults: dict, seen: set[Pat
     for i, inc in enumerate(raw.get("include") or []):
         iwhere = where.child("include", raw).child(i, raw["include"])
         _expect(inc, str, iwhere, "a path to another tasks file")
-        sub = (path.parent / inc).resolve()
+        sub = _resolved(path, inc, iwhere)
         if sub in seen:
             raise iwhere.error(f"{inc} is included twice (or includes itself).")
         if not sub.is_file():
@@ -596,7 +612,7 @@ def load_suite(path: str | Path, registry: Registry) -> Suite:
         if value is None:
             return None
         _expect(value, str, swhere.child(key, suite_raw), "a directory path")
-        return (path.parent / value).resolve()
+        return _resolved(path, value, swhere.child(key, suite_raw))
 
     return Suite(file=path, tasks=tasks, output=_dir("output", "results"),
                  leaderboards=_dir("leaderboards", "leaderboards"), cache_dir=_dir("cache_dir", None),
