@@ -92,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("tasks", type=Path, nargs="?", default=Path("tasks.yaml"),
                         help="tasks file whose current results to export (default tasks.yaml)")
     export.add_argument("--format", choices=("parquet", "csv", "jsonl"), default="parquet", help="file format (default parquet)")
-    export.add_argument("--to", type=Path, help="file to write (default results.<format> in the current folder)")
+    export.add_argument("--to", type=Path, help="file to write (default: export.<format> in the results folder)")
     export.add_argument("--output", type=Path, help="results directory (overrides the tasks file)")
     export.add_argument("--all", action="store_true", help="every stored line, older identities included (history)")
 
@@ -309,7 +309,7 @@ def _cmd_export(args, registry) -> int:
               for tr in runner.plans()]
     frames = [f for f in frames if not f.empty]
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    path = write(df, args.to or Path(f"results.{args.format}"), args.format)
+    path = write(df, args.to or runner.store.root / f"export.{args.format}", args.format)
     print(f"wrote the {len(df)} result rows of {len(frames)} tasks to {path}")
     return EXIT_OK
 
