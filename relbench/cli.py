@@ -91,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
                                         "file loads in pandas or DuckDB without relbench.")
     export.add_argument("tasks", type=Path, nargs="?", default=Path("tasks.yaml"),
                         help="tasks file whose current results to export (default tasks.yaml)")
-    export.add_argument("--format", choices=("parquet", "csv", "jsonl"), default="parquet", help="file format (default parquet)")
+    export.add_argument("--format", choices=("parquet", "csv", "jsonl"), default="parquet",
+                        help="file format (default parquet)")
     export.add_argument("--to", type=Path, help="file to write (default: export.<format> in the results folder)")
     export.add_argument("--output", type=Path, help="results directory (overrides the tasks file)")
     export.add_argument("--all", action="store_true", help="every stored line, older identities included (history)")

@@ -538,7 +538,8 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
     for entry, ewhere in _entries(raw, "claims", where, CLAIM_KEYS, ("claim", "better", "worse")):
         claims.append(entry)
         for side in ("better", "worse"):
-            _expect(entry[side], dict, ewhere.child(side, entry), "a mapping of column values, e.g. {stitcher: relative}")
+            _expect(entry[side], dict, ewhere.child(side, entry),
+                    "a mapping of column values, e.g. {stitcher: relative}")
             _check_keys(entry[side], columns, ewhere.child(side, entry), f"claim filter (task kind {kind.name!r})")
         if entry.get("measure", "score") not in ("score", "achievable"):
             raise ewhere.child("measure", entry).error("expected `score` or `achievable`.")

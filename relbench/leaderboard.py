@@ -229,9 +229,10 @@ def render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, 
     try:
         return _render(store, out, tasks, current, redraw)
     except OSError as exc:
-        raise OutputNotWritable(f"cannot write the leaderboards folder {out} ({exc.strerror or exc}); the results "
-                                f"store is untouched and no half-written page or figure is left. Free space or "
-                                f"choose another folder (--leaderboards DIR), then run `relbench leaderboard`.") from None
+        raise OutputNotWritable(
+            f"cannot write the leaderboards folder {out} ({exc.strerror or exc}); the results store is untouched and "
+            f"no half-written page or figure is left. Free space or choose another folder (--leaderboards DIR), "
+            f"then run `relbench leaderboard`.") from None
 
 
 def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, set[str]],

@@ -61,9 +61,9 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
 
     ``extra_args`` are passed to every worker's ``relbench run`` (``--force``,
     ``--output``, ``-q``; switched-off and extra plugins travel in the environment);
-    ``command`` is what the workers record as the command that produced their rows. Each worker's messages are kept in a log and
-    shown when it ends (with ``quiet``, only failures are); a bar counts finished tasks
-    meanwhile.
+    ``command`` is what the workers record as the command that produced their rows.
+    Each worker's messages are kept in a log and shown when it ends (with ``quiet``,
+    only failures are); a bar counts finished tasks meanwhile.
     """
     from relbench.interfaces import progress_bar
 

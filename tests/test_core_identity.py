@@ -243,7 +243,8 @@ def test_a_plugin_module_loads_without_installing_and_shows_in_full(tmp_path):
     shown = _relbench("--plugin", "my_method", "plugins", "my-dot", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "my_method (not installed)" in shown.stdout and "scale: float; default 1.0" in shown.stdout
-    listed = _relbench("plugins", "--json", "--interface", "similarity", cwd=tmp_path, env={"RELBENCH_PLUGINS": "my_method"})
+    listed = _relbench("plugins", "--json", "--interface", "similarity", cwd=tmp_path,
+                       env={"RELBENCH_PLUGINS": "my_method"})
     described = {p["name"]: p for p in json.loads(listed.stdout)}
     assert described["my-dot"]["parameters"][0] == {**described["my-dot"]["parameters"][0], "name": "scale",
                                                     "default": 1.0, "doc": "Multiplies every product."}

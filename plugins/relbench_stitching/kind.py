@@ -29,7 +29,8 @@ import torch
 import pandas as pd
 
 from relbench.config import EncoderSpec, PluginSpec, Task
-from relbench.interfaces import DatasetData, FitContext, NotAchievable, ResultRow, StitchSide, TaskKind, TaskRunAPI, UnitKey
+from relbench.interfaces import (DatasetData, FitContext, NotAchievable, ResultRow, StitchSide, TaskKind, TaskRunAPI,
+                                 UnitKey)
 from relbench.pages import Page
 from relbench_stitching import page as pages
 

@@ -207,7 +207,7 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False) -> str:
             out.append(row)
         return out
 
-    headers = ["selector", "similarity", "stitcher", "regularizer", f"stitched {arrow(primary, direction[primary])}"] + \
+    headers = [*COMBO, f"stitched {arrow(primary, direction[primary])}"] + \
         [f"stitched {arrow(m, direction[m])}" for m in metrics[1:]] + \
         [f"own space {arrow(primary, direction[primary])}", "achievable pairs"]
     extras_cols = [m for m in metric_order(df) if m not in metrics]
