@@ -104,7 +104,7 @@ def _wait_for(predicate, timeout: float) -> bool:
     return predicate()
 
 
-def _start_run(folder: Path, *args: str, sleep: float = 120) -> subprocess.Popen:
+def _start_run(folder: Path, *args: str, sleep: float = 900) -> subprocess.Popen:
     """`relbench run -j 2` on the two slow tasks, in ``folder`` (its worker logs too)."""
     (folder / "slow_plugin.py").write_text(SLOW_PLUGIN)
     (folder / "tasks.yaml").write_text(SLOW_TASKS + SLOW_TASK.format(x="a") + SLOW_TASK.format(x="b"))
@@ -133,7 +133,7 @@ def slow_run(tmp_path):
     if not sys.platform.startswith("linux"):
         pytest.skip("reads /proc")
     parent = _start_run(tmp_path)
-    deadline = time.monotonic() + 25  # for start-up, torch imports included, on a busy machine
+    deadline = time.monotonic() + 120  # for start-up, torch imports included, on a busy 2-core machine
     workers: set[int] = set()
     try:
         started = _wait_for(lambda: len(_children(parent.pid)) >= 2, deadline - time.monotonic())
@@ -153,14 +153,14 @@ def test_workers_die_when_the_parent_is_killed(slow_run):
     parent, workers = slow_run
     parent.kill()
     parent.wait()
-    assert _wait_for(lambda: not any(map(_alive, workers)), 5), "workers outlived their killed parent"
+    assert _wait_for(lambda: not any(map(_alive, workers)), 30), "workers outlived their killed parent"
 
 
 def test_sigint_to_the_parent_alone_stops_the_workers(slow_run, tmp_path):
     parent, workers = slow_run
     parent.send_signal(signal.SIGINT)
     try:
-        code = parent.wait(timeout=10)  # the workers stop on SIGINT, well within parallel.STOP_GRACE
+        code = parent.wait(timeout=60)  # not the workers' 900 s of work: they stop on SIGINT
     except subprocess.TimeoutExpired:
         pytest.fail("the interrupted parent waited for its workers' work")
     assert code == 130
@@ -191,7 +191,7 @@ def test_stop_interrupts_then_terminates_then_kills():
             assert proc.stdout.readline() == "up\n"
         t0 = time.monotonic()
         parallel._stop(procs, grace=1.0)
-        assert time.monotonic() - t0 < 1.0 + parallel.KILL_GRACE + 1
+        assert time.monotonic() - t0 < 1.0 + parallel.KILL_GRACE + 10  # bounded, with room for a busy machine
         assert polite.returncode == -signal.SIGINT  # an uncaught KeyboardInterrupt: it stopped on its own
         assert deaf.returncode == -signal.SIGTERM and stubborn.returncode == -signal.SIGKILL
     finally:
