@@ -50,6 +50,25 @@ class Diagnostic:
         if self.direction not in DIRECTIONS:
             raise ValueError(f"a diagnostic's direction is one of {DIRECTIONS}, got {self.direction!r}")
 
+@dataclass(frozen=True)
+class Tunable:
+    """A parameter the harness chooses per space and seed on validation data.
+
+    ``values`` are the candidates, tried in order (a tie keeps the earlier one, so put
+    the author's default first). ``relative_to`` documents what a scale-dependent
+    parameter is measured against (e.g. "quantile of the space's 0-dim death times"):
+    the plugin interprets the value relative to a scale it measures on the fit data,
+    so the same candidates make sense in every space. Both are recorded on the page.
+    """
+
+    values: tuple[Any, ...]
+    relative_to: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.values:
+            raise ValueError("a Tunable needs at least one candidate value")
+
+
 # --------------------------------------------------------------------------------------
 # Base class and data containers
 # --------------------------------------------------------------------------------------
@@ -69,6 +88,10 @@ class Plugin:
     #: the author's version of the method: bump it when a change of the code changes
     #: the plugin's results, and every stored unit that used it is recomputed
     version: ClassVar[str] = "1"
+    #: parameters the harness chooses on validation data when tasks.yaml does not fix
+    #: them: parameter name → :class:`Tunable` (the candidate values, in order of
+    #: preference on ties). A value set in tasks.yaml switches tuning off for it.
+    tunable: ClassVar[dict[str, "Tunable"]] = {}
 
     def params(self) -> dict[str, Any]:
         """The parameters of this instance as a plain dict (recorded in every row)."""
@@ -311,6 +334,10 @@ class AnchorContext:
     views: dict[str, str]
     pool_banks: Callable[[str], dict[str, Bank]]
     generator: torch.Generator | None = None
+    #: the (unfitted) similarity of the grid entry the anchors are chosen for, or
+    #: None: a selector that needs a similarity (PARAM's whitening) uses this one's
+    #: parameters, so the anchors are learned for the projection they are used with
+    similarity: Similarity | None = None
 
 
 class AnchorSelector(Plugin, ABC):
@@ -418,15 +445,28 @@ class StitchSide:
     test: Bank
     anchors: torch.Tensor | None
     similarity: Similarity | None
+    #: the validation part of the seed's training draw (never fitted on; the harness
+    #: chooses tunable constants on it), or None where the task has none
+    validation: Bank | None = None
+    #: per-side results a stitcher may reuse across the units that meet this side
+    #: (e.g. the source encoder's own adapter); key them by everything they depend on
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False)
     _relative: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
 
+    def bank(self, split: str) -> Bank:
+        """The ``"train"`` (fit part), ``"validation"`` or ``"test"`` bank."""
+        bank = {"train": self.train, "validation": self.validation, "test": self.test}.get(split)
+        if bank is None:
+            raise ValueError(f"encoder {self.encoder!r}: this side has no {split!r} bank")
+        return bank
+
     def relative(self, split: str) -> torch.Tensor:
-        """``similarity.project(bank.X, anchors)`` of the ``"train"`` or ``"test"`` bank
-        (computed once per side; no gradient flows through it)."""
+        """``similarity.project(bank.X, anchors)`` of the ``"train"``, ``"validation"``
+        or ``"test"`` bank (computed once per side; no gradient flows through it)."""
         if self.similarity is None or self.anchors is None:
             raise ValueError(f"encoder {self.encoder!r}: this stitch has no similarity or anchors")
         if split not in self._relative:
-            bank = self.train if split == "train" else self.test
+            bank = self.bank(split)
             with torch.no_grad():
                 rel = self.similarity.project(bank.X, self.anchors)
             if not torch.isfinite(rel).all():
@@ -454,6 +494,11 @@ class FitContext:
     modality: str
     regularizers: list[Regularizer]
     partners: dict[str, torch.Tensor] = field(default_factory=dict)
+    #: ``inductive`` (default): a prediction never depends on other test samples
+    #: (heads normalise with statistics fixed from their training data);
+    #: ``transductive``: batch statistics of the evaluated split, as the reference
+    #: code's head does at test time. Recorded in every row.
+    evaluation: Literal["inductive", "transductive"] = "inductive"
 
 
 @dataclass

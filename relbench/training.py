@@ -134,12 +134,14 @@ def train_classifier(
     extra_loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     balanced: tuple[int, int] | None = None,
     weight_decay: float = 0.0,
+    evaluation: str = "inductive",
 ) -> nn.Module:
     """Train ``model`` (``X[idx] → logits``) with Adam and cross-entropy.
 
     ``extra_loss(idx, logits)`` adds a term per batch (regularizers); ``balanced``
-    switches to class-balanced batches. The model is left in eval mode. Deterministic
-    for a fixed seed on CPU.
+    switches to class-balanced batches. The model is left in eval mode with its
+    normalisation statistics fixed on ``X`` (:func:`finish_training`; ``evaluation``
+    picks the inductive or transductive reading). Deterministic for a fixed seed on CPU.
     """
     torch.manual_seed(seed)
     model.train()
@@ -153,19 +155,17 @@ def train_classifier(
 
     train_loop(list(model.parameters()), len(X), step_loss, epochs=epochs, lr=lr, batch_size=batch_size,
                seed=seed, labels=y, balanced=balanced, weight_decay=weight_decay)
-    model.eval()
-    return model
+    return finish_training(model, X, evaluation)
 
 
 @torch.inference_mode()
 def predict_logits(model: nn.Module, X: torch.Tensor) -> torch.Tensor:
-    """Logits of ``model`` on ``X`` in eval mode, in one pass.
+    """Logits of ``model`` on ``X`` in eval mode.
 
-    Batch-statistics layers (:class:`BatchInstanceNorm`) normalise over the rows passed
-    together, so the whole split is passed at once: every row's logits then depend on
-    the split alone, never on where a chunk boundary falls (a last chunk of one row
-    cannot be normalised at all). Memory: ``n × hidden`` activations, the order of
-    ``X`` itself.
+    Inductive heads (the default, see :class:`FeatureNorm`) give every row the logits it
+    gets alone. A head switched to transductive evaluation normalises over the rows
+    passed together, so the whole split is passed at once: every row's logits then
+    depend on the split alone, never on where a chunk boundary falls.
     """
     model.eval()
     return model(X) if len(X) else X.new_zeros((0, 0))
@@ -176,28 +176,96 @@ class NonFinite(ValueError):
     stored as an error naming the step, never as a score."""
 
 
-class BatchInstanceNorm(nn.Module):
-    """Normalise each feature across the batch (InstanceNorm1d applied to the
-    transposed batch, as in the reference relative decoder): no running statistics.
+#: how a head normalises at prediction time (recorded in every row that uses one)
+EVALUATIONS = ("inductive", "transductive")
 
-    With a learned per-feature scale and shift (``affine=True``): our choice. The paper
-    does not describe the head's normalisation parameters, and torch's InstanceNorm1d
-    defaults to ``affine=False``.
+
+class FeatureNorm(nn.Module):
+    """Normalise each feature across the batch while training (InstanceNorm1d applied
+    to the transposed batch, as in the reference relative decoder), with a learned
+    per-feature scale and shift.
+
+    At prediction time the reference code normalises over the evaluated batch, so a
+    sample's prediction depends on the other test samples (*transductive*). relbench's
+    default is *inductive*: :func:`fix_statistics` fixes each feature's mean and
+    variance on the head's own training data once training ends, and prediction uses
+    those, so predicting a sample alone equals predicting it inside its split.
+    :func:`set_evaluation` switches a head to the transductive reading.
+
+    The affine scale and shift are our choice: the paper does not describe the head's
+    normalisation parameters (torch's InstanceNorm1d defaults to ``affine=False``).
     """
 
-    def __init__(self, width: int):
+    def __init__(self, width: int, eps: float = 1e-5):
         super().__init__()
-        self.norm = nn.InstanceNorm1d(width, affine=True)
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(width))
+        self.bias = nn.Parameter(torch.zeros(width))
+        self.register_buffer("mean", torch.zeros(width))
+        self.register_buffer("var", torch.ones(width))
+        self.register_buffer("fixed", torch.tensor(False))
+        self.transductive = False
+        self._collect = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # (n, h) → (1, h, n): per feature, normalise over the n rows of the batch
-        return self.norm(x.t().unsqueeze(0)).squeeze(0).t()
+        if self.training or self.transductive or self._collect:
+            mean, var = x.mean(0), x.var(0, unbiased=False)
+            if self._collect:
+                self.mean.copy_(mean)
+                self.var.copy_(var)
+                self.fixed.fill_(True)
+        else:
+            if not bool(self.fixed):
+                raise RuntimeError("an inductive head predicts with statistics fixed on its training data: call "
+                                   "relbench.training.fix_statistics(model, X_train) after training")
+            mean, var = self.mean, self.var
+        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+
+@torch.no_grad()
+def fix_statistics(model: nn.Module, X: torch.Tensor) -> None:
+    """Fix every :class:`FeatureNorm` of ``model`` to the statistics of the training
+    rows ``X`` (one pass over all of them, layer after layer, so each layer's
+    statistics are those of its own inputs once the earlier layers are fixed)."""
+    norms = [m for m in model.modules() if isinstance(m, FeatureNorm)]
+    if not norms:
+        return
+    was_training = model.training
+    model.eval()
+    for norm in norms:
+        norm._collect = True
+    try:
+        model(X)
+    finally:
+        for norm in norms:
+            norm._collect = False
+        model.train(was_training)
+
+
+def set_evaluation(model: nn.Module, evaluation: str) -> None:
+    """Make every :class:`FeatureNorm` of ``model`` predict ``inductive``-ly (fixed
+    training statistics) or ``transductive``-ly (statistics of the evaluated rows)."""
+    if evaluation not in EVALUATIONS:
+        raise ValueError(f"evaluation is one of {EVALUATIONS}, got {evaluation!r}")
+    for m in model.modules():
+        if isinstance(m, FeatureNorm):
+            m.transductive = evaluation == "transductive"
+
+
+def finish_training(model: nn.Module, X: torch.Tensor, evaluation: str = "inductive") -> nn.Module:
+    """After a head trained on ``X``: fix its normalisation statistics on ``X``, set
+    its evaluation mode and leave it in eval mode."""
+    fix_statistics(model, X)
+    set_evaluation(model, evaluation)
+    model.eval()
+    return model
 
 
 class ReferenceHead(nn.Module):
     """The reference relative-decoder head for frozen encoders.
 
-    ``LayerNorm(k) → Linear(k, h) → act → InstanceNorm across the batch → Linear(h, C)``;
+    ``LayerNorm(k) → Linear(k, h) → act → FeatureNorm → Linear(h, C)`` (the reference's
+    InstanceNorm across the batch, inductive at prediction: see :class:`FeatureNorm`);
     ``blocks=2`` repeats the middle (text variant, with SiLU).
     """
 
@@ -207,7 +275,7 @@ class ReferenceHead(nn.Module):
         layers: list[nn.Module] = [nn.LayerNorm(in_dim)]
         width = in_dim
         for _ in range(blocks):
-            layers += [nn.Linear(width, hidden), act(), BatchInstanceNorm(hidden)]
+            layers += [nn.Linear(width, hidden), act(), FeatureNorm(hidden)]
             width = hidden
         layers.append(nn.Linear(width, num_classes))
         self.net = nn.Sequential(*layers)

@@ -4,7 +4,8 @@ prediction through the batch-statistics head."""
 import pytest
 import torch
 
-from relbench.training import ReferenceHead, minibatches, predict_logits, seeded_generator
+from relbench.training import (FeatureNorm, ReferenceHead, minibatches, predict_logits, seeded_generator,
+                               set_evaluation, train_classifier)
 
 
 @pytest.mark.parametrize("n, batch_size", [(100, 32), (97, 32), (65, 32), (31, 32), (64, 16)])
@@ -55,15 +56,53 @@ def test_balanced_small_class_cycles_through_all_its_samples():
         assert sorted(small[start:start + 5]) == [0, 1, 2, 3, 4]
 
 
-def test_prediction_of_4097_rows_equals_the_single_pass():
+def _trained_head(evaluation="inductive"):
     torch.manual_seed(0)
+    X, y = torch.randn(300, 20), torch.randint(0, 5, (300,))
+    head = ReferenceHead(20, 64, 5)
+    return train_classifier(head, X, y, epochs=2, lr=1e-3, batch_size=32, seed=0, evaluation=evaluation)
+
+
+def test_an_inductive_prediction_does_not_depend_on_the_other_test_samples():
+    head = _trained_head()
+    X_test = torch.randn(400, 20) * 3 + 1  # a test split with its own statistics
+    inside = predict_logits(head, X_test)
+    alone = torch.cat([predict_logits(head, X_test[i:i + 1]) for i in range(0, 400, 37)])
+    assert torch.allclose(alone, inside[::37], atol=1e-5)
+    assert torch.allclose(predict_logits(head, X_test[:7]), inside[:7], atol=1e-5)
+
+
+def test_transductive_evaluation_is_an_explicit_option_that_depends_on_the_split():
+    head = _trained_head("transductive")
+    X_test = torch.randn(400, 20) * 3 + 1
+    inside = predict_logits(head, X_test)
+    part = predict_logits(head, X_test[:50])
+    assert not torch.allclose(part, inside[:50], atol=1e-3)
+    set_evaluation(head, "inductive")
+    assert torch.allclose(predict_logits(head, X_test[:50]), predict_logits(head, X_test)[:50], atol=1e-5)
+
+
+def test_inductive_statistics_are_those_of_the_training_data():
+    head = _trained_head()
+    norm = next(m for m in head.modules() if isinstance(m, FeatureNorm))
+    torch.manual_seed(0)
+    X = torch.randn(300, 20)
+    hidden = head.net[:3](X)  # LayerNorm → Linear → act: the norm's input on the training rows
+    assert torch.allclose(norm.mean, hidden.mean(0), atol=1e-5)
+    assert torch.allclose(norm.var, hidden.var(0, unbiased=False), atol=1e-5)
+
+
+def test_a_head_whose_statistics_were_never_fixed_refuses_to_predict():
     head = ReferenceHead(20, 64, 5).eval()
+    with pytest.raises(RuntimeError, match="fix_statistics"):
+        predict_logits(head, torch.randn(10, 20))
+
+
+def test_prediction_of_4097_rows_equals_the_single_pass():
+    head = _trained_head()
     X = torch.randn(4097, 20)
     with torch.no_grad():
         single = head(X)
     got = predict_logits(head, X)
     assert got.shape == (4097, 5)
     assert torch.equal(got, single)
-    # the head's batch statistics make a lone row meaningless: a chunk of one cannot be normalised
-    with pytest.raises(ValueError):
-        head(X[-1:])
