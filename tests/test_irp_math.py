@@ -10,7 +10,8 @@ from relbench.interfaces import AnchorContext, Bank
 from relbench_irp import fps_indices, irp_translate
 from relbench_irp.fps import FPSSelector
 from relbench_irp.maps import affine_fit, procrustes_fit
-from relbench_irp.translate import TargetDecoder, centre_normalise, condition_summary, pseudo_inverse
+from relbench_irp.translate import (TargetDecoder, centre_normalise, condition_summary, orthogonal_factor,
+                                    pseudo_inverse)
 
 
 def gaussian(n, d, seed, shift=0.5):
@@ -68,6 +69,72 @@ def test_subspaces_average_and_completion_is_exact_for_orthogonal_maps():
     assert torch.allclose(plain, completed, atol=1e-8)
     ridge, _ = irp_translate(X, A, A @ R, omega=1, delta=0.0, pinv="ridge", ridge_alpha=1e-3)
     assert cos(ridge, X @ R) > 0.99
+
+
+def decaying(n, d, seed, decay):
+    """Anisotropic data: dimension j has standard deviation decay**j, plus an offset."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, d, generator=g, dtype=torch.float64) * decay ** torch.arange(d, dtype=torch.float64) + 0.5
+
+
+def completion_setting(k, delta, decay, d=32, omega=8):
+    """X, its rotated copy XQ and what IRP completion needs, from k anchors pruned to δ."""
+    X, A, Q = decaying(400, d, 0, decay), decaying(k, d, 1, decay), orthogonal(d, 2)
+    dec = TargetDecoder.build(A @ Q, omega=omega, delta=delta)
+    centre, maps = dec.maps(A)
+    return X, Q, dec, centre_normalise(X, centre), torch.stack(maps).mean(dim=0)
+
+
+def pinv_completion(dec, Xs_hat, M):
+    """The former completion: decode through the new anchors, pinv of the row-normalised map."""
+    return F.normalize(Xs_hat @ pseudo_inverse(F.normalize(M, dim=1))[0], dim=1) * dec.scale + dec.centre
+
+
+def test_orthogonal_factor_is_the_polar_factor_and_drops_undetermined_directions():
+    from scipy.linalg import polar
+
+    M = gaussian(12, 12, 0)
+    R = orthogonal_factor(M)
+    assert torch.allclose(R, torch.from_numpy(polar(M.numpy())[0]), atol=1e-10)
+    assert torch.allclose(R @ R.t(), torch.eye(12, dtype=M.dtype), atol=1e-10)
+    wide = gaussian(8, 20, 1)  # different widths: orthonormal rows
+    assert torch.allclose(orthogonal_factor(wide) @ orthogonal_factor(wide).t(), torch.eye(8, dtype=M.dtype),
+                          atol=1e-10)
+    # rank 5 of 12: a partial isometry on M's row and column spaces, zero on its null space
+    low = gaussian(12, 5, 2) @ gaussian(5, 12, 3)
+    R = orthogonal_factor(low)
+    assert torch.allclose(torch.linalg.svdvals(R), torch.tensor([1.0] * 5 + [0.0] * 7, dtype=M.dtype), atol=1e-10)
+    null = torch.linalg.svd(low)[0][:, 5:]  # left null space of `low`
+    assert torch.allclose(null.t() @ R, torch.zeros(7, 12, dtype=M.dtype), atol=1e-10)
+
+
+def test_completion_recovers_an_isometry_exactly_from_subspaces_of_fewer_than_d_anchors():
+    """Each of the ω pruned subspaces keeps far fewer than d anchors, but together they span
+    the space: the averaged map is ``P̄ Q`` (P̄ a mean of projectors) and its polar factor
+    is Q itself, whereas the pseudo-inverse decoding amplified the poorly covered
+    directions."""
+    X, Q, dec, Xs_hat, M = completion_setting(k=64, delta=0.7, decay=0.9)
+    assert max(dec.anchors_kept()) < 32 and int(torch.linalg.matrix_rank(M)) == 32
+    assert torch.allclose(orthogonal_factor(M), Q, atol=1e-8)
+    Y = dec.decode(Xs_hat, M, completion=True)
+    truth = X @ Q
+    assert cos(Y - dec.centre, Xs_hat @ Q) > 1 - 1e-9  # the direction around the centre, exactly
+    assert cos(Y, truth) > 0.99 > cos(dec.decode(Xs_hat, M), truth)
+    assert cos(pinv_completion(dec, Xs_hat, M) - dec.centre, Xs_hat @ Q) < 0.2
+
+
+@pytest.mark.parametrize("k,delta", [(32, 0.7), (16, 0.5)])
+def test_completion_recovers_XQ_when_fewer_than_d_anchors_are_kept(k, delta):
+    """k ≤ d anchors pruned to fewer than d: the anchors' span misses the low-variance
+    directions; completion still recovers XQ closely and beats plain IRP, while the
+    pseudo-inverse decoding fell far below both."""
+    X, Q, dec, Xs_hat, M = completion_setting(k=k, delta=delta, decay=0.8)
+    assert max(dec.anchors_kept()) < 32 and int(torch.linalg.matrix_rank(M)) < 32
+    Y = dec.decode(Xs_hat, M, completion=True)
+    assert cos(Y - dec.centre, Xs_hat @ Q) > 0.97
+    assert cos(Y, X @ Q) > 0.97
+    assert cos(Y, X @ Q) > cos(dec.decode(Xs_hat, M), X @ Q)
+    assert cos(pinv_completion(dec, Xs_hat, M) - dec.centre, Xs_hat @ Q) < 0.5
 
 
 def test_pseudo_inverse_matches_torch_and_reports_the_condition_number():

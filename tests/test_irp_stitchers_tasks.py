@@ -51,6 +51,7 @@ ANCHORS = BANKS["train"]["pixels"].ids[:200]
 #: every diagnostic the translating stitchers report, with the direction it must declare
 EXTRA_DIRECTIONS = {"reconstruction_cosine": "higher", "condition_number": "lower",
                     "irp_singular_anchor_sets": "lower", "anchors_kept": "neutral", "irp_initial_anchors": "neutral",
+                    "irp_anchor_shortfall": "lower",
                     "procrustes_rank": "neutral", "procrustes_width": "neutral"}
 
 
@@ -61,7 +62,7 @@ def values(pred):
 
 @pytest.mark.parametrize("cls,params,extras", [
     (IRPStitcher, {"delta": 0.5}, {"reconstruction_cosine", "condition_number", "anchors_kept",
-                                   "irp_singular_anchor_sets", "irp_initial_anchors"}),
+                                   "irp_singular_anchor_sets", "irp_initial_anchors", "irp_anchor_shortfall"}),
     (ProcrustesStitcher, {}, {"reconstruction_cosine", "procrustes_rank", "procrustes_width"}),
     (AffineStitcher, {}, {"reconstruction_cosine"})])
 def test_translating_stitchers_reach_every_pair(cls, params, extras):
@@ -84,10 +85,11 @@ def test_irp_extras_and_reconstruction_cosine_is_matched_by_id():
     stitcher.fit(side("rotated", ANCHORS), fit_ctx())
     extras = values(stitcher.predict(side("pixels", ANCHORS)))
     assert set(extras) == {"reconstruction_cosine", "condition_number", "anchors_kept",
-                           "irp_singular_anchor_sets", "irp_initial_anchors"}
+                           "irp_singular_anchor_sets", "irp_initial_anchors", "irp_anchor_shortfall"}
     assert extras["reconstruction_cosine"] > 0.9
     assert 1 <= extras["anchors_kept"] <= len(ANCHORS) and extras["condition_number"] >= 1
     assert extras["irp_singular_anchor_sets"] == 0 and extras["irp_initial_anchors"] == len(ANCHORS)
+    assert extras["irp_anchor_shortfall"] == 0  # 200 anchors for an 80-d target: the paper's k ≥ d start
     # the same samples in another order give the same cosine (alignment by id, not position)
     test = BANKS["test"]["pixels"]
     perm = torch.randperm(len(test.ids), generator=torch.Generator().manual_seed(0))
@@ -135,7 +137,19 @@ def test_irp_can_start_from_as_many_anchors_as_the_target_has_dimensions():
         stitcher.fit(side("rotated", wide_anchors), fit_ctx())
         extras = values(stitcher.predict(side("pixels", wide_anchors)))
         assert extras["irp_initial_anchors"] == expected and extras["anchors_kept"] <= expected
-        assert extras["reconstruction_cosine"] > 0.8
+        assert extras["reconstruction_cosine"] > 0.8 and extras["irp_anchor_shortfall"] == 0
+
+
+def test_irp_reports_starting_from_fewer_anchors_than_dimensions():
+    """The task's 30 anchors fall 50 short of the 80-d target's k = d start, whichever
+    ``initial_anchors``; a 64-d target is 34 short."""
+    few = BANKS["train"]["pixels"].ids[:30]
+    for target, shortfall in (("rotated", 50), ("pixels", 34)):
+        for start in ("task", "dim"):
+            stitcher = IRPStitcher(epochs=1, omega=2, delta=0.5, initial_anchors=start)
+            stitcher.fit(side(target, few), fit_ctx())
+            extras = values(stitcher.predict(side("tanh", few)))
+            assert extras["irp_initial_anchors"] == 30 and extras["irp_anchor_shortfall"] == shortfall
     with pytest.raises(ValueError, match="initial_anchors"):
         IRPStitcher(initial_anchors="all")
 

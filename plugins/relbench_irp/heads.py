@@ -4,8 +4,10 @@ Two kinds:
 
 * ``reference`` — the harness's reference head (``LayerNorm → Linear → act →
   InstanceNorm across the batch → Linear``, per-modality settings shared with the
-  relative decoder), so IRP, Procrustes, affine and the absolute baseline compare on
-  one head. The IRP paper does not describe the heads of its stitching table (§5).
+  relative decoder). The IRP paper does not describe the heads of its stitching table
+  (§5); its reference code's text head ends with a ReLU on the logits, which the
+  harness's head lacks: ``text_relu`` appends it to heads of every modality but image
+  (those that take the text settings).
 * ``mlp`` — the heads of IRP §4.2 (scale invariance): a multi-layer perceptron with two
   hidden layers and no normalisation layer, with a cosine, ReLU or tanh activation.
 """
@@ -17,8 +19,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from relbench.training import train_classifier
-from relbench.training import head_settings
+from relbench.training import head_settings, train_classifier
 
 HeadKind = Literal["reference", "mlp"]
 ACTIVATIONS = ("cos", "relu", "tanh")
@@ -51,17 +52,25 @@ def fit_absolute_head(
     epochs: int | None = None,
     lr: float | None = None,
     activation: str = "relu",
+    text_relu: bool = False,
+    evaluation: str = "inductive",
 ) -> nn.Module:
     """Train a head of ``kind`` on absolute embeddings ``X`` (labels ``y``), seeded.
 
     ``epochs``/``lr`` of ``None`` take the modality's reference defaults (the same for
-    both kinds); ``activation`` applies to ``mlp`` heads.
+    both kinds); ``activation`` applies to ``mlp`` heads. ``text_relu`` ends a
+    ``reference`` head of a non-image modality with a ReLU on its logits (IRP reference
+    code). ``evaluation`` (``inductive`` or ``transductive``) is passed to
+    :func:`~relbench.training.train_classifier`, which fixes the head's normalisation
+    statistics on ``X``.
     """
     settings = head_settings(modality, epochs, lr, hidden, batch_size)
     torch.manual_seed(seed)
     if kind == "reference":
         head = settings.build(X.shape[1], num_classes, X.device)
+        if text_relu and modality != "image":
+            head = nn.Sequential(head, nn.ReLU())
     else:
         head = mlp_head(X.shape[1], hidden, num_classes, activation).to(X.device)
     return train_classifier(head, X, y.long(), epochs=settings.epochs, lr=settings.lr,
-                            batch_size=settings.batch_size, seed=seed)
+                            batch_size=settings.batch_size, seed=seed, evaluation=evaluation)

@@ -26,6 +26,10 @@ _HEAD_DOC = """
             text/word 1e-3). Default None.
         hidden: hidden width of the head. Default 256 (our choice).
         batch_size: training batch size. Default 32 (reference code).
+        text_relu: end the ``reference`` head of a non-image modality with a ReLU on
+            its logits, as the IRP reference code's text head does (the harness's
+            reference head, shared with the relative decoder and the absolute
+            baseline, has none). Default True (reference code).
 """
 
 
@@ -53,7 +57,9 @@ def _rows(bank: Bank, ids: list[str]) -> torch.Tensor:
 @dataclass
 class AbsoluteTranslationStitcher(Stitcher):
     """Base of stitchers that train a head on the target's absolute space and translate
-    every source into that space (not registered itself)."""
+    every source into that space (not registered itself). Translations are fitted on
+    the anchors only and applied to each test row on its own; the head predicts as
+    ``FitContext.evaluation`` says."""
 
     uses_similarity: ClassVar[bool] = False
     head: HeadKind = "reference"
@@ -61,6 +67,7 @@ class AbsoluteTranslationStitcher(Stitcher):
     lr: float | None = None
     hidden: int = 256
     batch_size: int = 32
+    text_relu: bool = True
 
     def __post_init__(self) -> None:
         if self.epochs is not None and self.epochs <= 0:
@@ -72,15 +79,17 @@ class AbsoluteTranslationStitcher(Stitcher):
                              f"{self.batch_size}")
 
     def fit(self, target: StitchSide, ctx: FitContext) -> None:
-        """Train the head on the target's absolute training embeddings and keep what the
-        translation needs (the target's anchors and test bank)."""
+        """Train the head on the target's absolute training embeddings (its
+        normalisation statistics fixed there under ``ctx.evaluation``) and keep what
+        the translation needs (the target's anchors and test bank)."""
         if target.anchors is None:
             raise ValueError(f"{self.name} needs the target's anchors")
         if target.train.labels is None:
             raise ValueError(f"encoder {target.encoder!r}: the training bank has no labels to fit a head on")
         self._head = fit_absolute_head(
             self.head, target.train.X, target.train.labels, num_classes=ctx.num_classes, modality=ctx.modality,
-            seed=ctx.seed, hidden=self.hidden, batch_size=self.batch_size, epochs=self.epochs, lr=self.lr)
+            seed=ctx.seed, hidden=self.hidden, batch_size=self.batch_size, epochs=self.epochs, lr=self.lr,
+            text_relu=self.text_relu, evaluation=ctx.evaluation)
         self._target = target
         self._prepare(target, ctx)
 
@@ -117,26 +126,37 @@ class IRPStitcher(AbsoluteTranslationStitcher):
     Starting anchors: the paper starts from k = d random training samples (d: the
     target's width). The anchors come from the task's selector (``num_anchors`` of
     them, the same rows in every encoder); ``initial_anchors`` chooses how many of them
-    pruning starts from: ``task`` = all of them (set the task's ``num_anchors`` to d for
-    the paper's start), ``dim`` = the first min(num_anchors, d) in the selector's order
-    (a random subset for the random selector, a class-balanced one for stratified), so
-    that one task serves targets of several widths with k = d each, provided
-    ``num_anchors`` is at least the widest target's d.
+    pruning starts from: ``task`` = all of them, ``dim`` = the first min(num_anchors, d)
+    in the selector's order (a random subset for the random selector, a class-balanced
+    one for stratified), so that one task serves targets of several widths with k = d
+    each. Tasks that run IRP should set ``num_anchors`` ≥ d of the widest encoder: with
+    fewer, every pruned subspace and the anchors' union span less than the target space,
+    the components outside it are lost, and the cell reports it in
+    ``irp_anchor_shortfall`` (d − k, 0 when the start has at least d anchors).
+
+    Nothing is fitted on the evaluated split: centres, pruning and inverses come from
+    the anchors (training rows), the ``train`` mean norm from the target's training
+    split, each test row is translated on its own, and the head predicts as
+    ``FitContext.evaluation`` says (inductive by default: statistics fixed on its
+    training data).
 
     Extras per cell: ``reconstruction_cosine`` ↑ (translated vs true target test
     embeddings of the same samples), ``condition_number`` ↓ (mean over the pruned
     anchor matrices that are not numerically singular), ``irp_singular_anchor_sets`` ↓
     (how many of the ω were singular, so none is dropped silently), and, describing
     rather than scoring (neutral), ``anchors_kept`` (mean after pruning) and
-    ``irp_initial_anchors`` (anchors before pruning).
+    ``irp_initial_anchors`` (anchors before pruning); ``irp_anchor_shortfall`` ↓ (how
+    many anchors the start had fewer than the target's width d; 0 is the paper's
+    protocol).
 
     Parameters:
         omega: number of anchor subspaces ω. Default 8 (paper, Table 2).
         delta: FPS pruning threshold δ. Default 0.7 (paper: 0.65 MNIST/Fashion-MNIST/
             20 News, 0.70 CIFAR-100 coarse/TREC, 0.75 CIFAR-10/CIFAR-100 fine, 0.8
             cross-modal).
-        completion: anchor completion (§3.3): decode the source's canonical basis and
-            use it and its image as the anchors. Default False.
+        completion: anchor completion (§3.3): translate the source's canonical basis
+            through the anchors and decode with the orthogonal (polar) factor of its
+            image, the rotation and reflection the anchors estimate. Default False.
         pinv: ``plain`` Moore–Penrose pseudo-inverse (paper) or ``ridge`` (Tikhonov).
             Default plain.
         ridge_alpha: Tikhonov α for ``ridge``. Default 0.01 (our choice).
@@ -182,7 +202,9 @@ class IRPStitcher(AbsoluteTranslationStitcher):
         centre, maps = dec.maps(source.anchors[: self._k])
         M = torch.stack(maps).mean(dim=0)
         Y = dec.decode(centre_normalise(source.test.X, centre), M, self.completion)
-        return Y, {**dec.diagnostics(), "irp_initial_anchors": Diagnostic(float(self._k), "neutral")}
+        shortfall = max(0, dec.anchors.shape[1] - self._k)
+        return Y, {**dec.diagnostics(), "irp_initial_anchors": Diagnostic(float(self._k), "neutral"),
+                   "irp_anchor_shortfall": Diagnostic(float(shortfall), "lower")}
 
 
 @_with_head_doc

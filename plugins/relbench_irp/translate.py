@@ -12,12 +12,20 @@ Stability (§3.3): the target anchors are pruned with farthest-point sampling to
 (eq. 5). Since every step before the rescale is linear, the whole decoding is one
 ``d_s × d_t`` map ``M = (1/ω) Σ_i Â_s[S_i]ᵀ pinv(Â_t[S_i]ᵀ)`` applied to ``X̂_s``.
 
-Anchor completion: encode the identity (the source's canonical basis) and decode it:
-``B = I · M = M``; the canonical basis becomes the source anchors and the rows of B
-the target anchors. Decoding with them is ``Ŷ = X̂_s · pinv(B̂ᵀ)`` (the relative
-encoding of X̂_s w.r.t. the canonical basis is X̂_s itself). The paper says "decode with
-the anchor set A_y"; the identity encoded with a pruned subset can only be decoded with
-the matching target subset, so we decode with the same ω-subspace ensemble.
+Anchor completion (§3.3): encode the identity (the source's canonical basis) and decode
+it: ``B = I · M = M``; the canonical basis becomes the source anchors and the rows of B
+the target anchors. The paper says "decode with the anchor set A_y"; the identity
+encoded with a pruned subset can only be decoded with the matching target subset, so we
+decode with the same ω-subspace ensemble. The paper describes the result as "the
+estimation of the rotation and reflection matrix that transforms X into Y", so we
+decode with the orthogonal (polar) factor of B, ``Ŷ = X̂_s · U Vᵀ`` from ``B = U Σ Vᵀ``
+(:func:`orthogonal_factor`). Decoding literally through the new anchors,
+``X̂_s · pinv(B̂ᵀ)``, agrees with it only when B is orthogonal. For a target that is an
+isometric copy ``X R`` of the source and subspaces of fewer than d anchors,
+``B = P̄ R`` with ``P̄ = (1/ω) Σ_i P_i`` (``P_i`` the projector on subspace i's span):
+the pseudo-inverse route decodes with ``P̄⁺ R`` (up to B's row norms) and amplifies the directions few
+subspaces cover (small eigenvalues of P̄), while ``U Vᵀ = R`` exactly once the subspaces
+together span the space.
 """
 
 from __future__ import annotations
@@ -60,6 +68,23 @@ def pseudo_inverse(A: torch.Tensor, kind: PinvKind = "plain", ridge_alpha: float
     smin = S.min() if len(S) else S.new_tensor(0.0)
     cond = float(smax / smin) if float(smin) > float(cutoff) else float("inf")
     return (U * inv) @ Vh, cond
+
+
+def orthogonal_factor(M: torch.Tensor) -> torch.Tensor:
+    """The orthogonal (polar) factor ``U Vᵀ`` of ``M = U Σ Vᵀ`` (``d_s × d_t``): the
+    rotation/reflection ``M`` estimates, the closest matrix with orthonormal rows or
+    columns to ``M`` in Frobenius norm.
+
+    Directions with a singular value at or below numpy's rank cut-off
+    (``max(d_s, d_t)·eps·σ_max``, eps of ``M``'s dtype) are ones no anchor determined:
+    they are dropped (sent to zero) rather than completed with an arbitrary rotation,
+    as the Procrustes map does outside its anchors' span.
+    """
+    U, S, Vh = torch.linalg.svd(M, full_matrices=False)
+    if not len(S):
+        return torch.zeros_like(M)
+    keep = S > max(M.shape) * torch.finfo(M.dtype).eps * S.max()
+    return U[:, keep] @ Vh[keep]
 
 
 def condition_summary(conds: list[float]) -> tuple[float, int]:
@@ -124,9 +149,11 @@ class TargetDecoder:
         return centre, [Ahat.index_select(0, idx).t() @ W for idx, W in zip(self.subspaces, self.inverses)]
 
     def decode(self, Xs_hat: torch.Tensor, M: torch.Tensor, completion: bool = False) -> torch.Tensor:
-        """Steps 3–4 for centred, normalised source rows and an (averaged) map ``M``."""
+        """Steps 3–4 for centred, normalised source rows and an (averaged) map ``M``;
+        with ``completion``, decode with the orthogonal factor of ``M`` instead (anchor
+        completion, see the module docstring). Each row is decoded on its own."""
         if completion:
-            M, _ = pseudo_inverse(F.normalize(M, dim=1))
+            M = orthogonal_factor(M)
         Y = Xs_hat @ M
         return F.normalize(Y, dim=1) * self.scale + self.centre
 
