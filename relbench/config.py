@@ -11,6 +11,11 @@ The schema (every key optional unless marked)::
       output: results            # results store directory (relative to the YAML file)
       leaderboards: leaderboards # where markdown leaderboards are written
       cache_dir: null            # embedding cache; default $RELBENCH_CACHE_DIR or ~/.cache/relbench
+      protocol:                  # what each seed draws (relbench.protocol); a task's keys override these
+        train_size: 5000         # training samples per seed, drawn from the data set's pool (null = all)
+        test_size: 2000          # test samples per seed (null = all)
+        validation: 0.2          # fraction of the training draw held out to choose tunable constants
+        evaluation: inductive    # inductive | transductive (heads normalise over the evaluated split)
     include: [tasks/more.yaml]   # tasks of other files, appended (their suite: is ignored)
     x-anything: ...              # top-level keys starting with x- are ignored: define YAML anchors there
     tasks:                       # required: a non-empty list
@@ -25,7 +30,7 @@ The schema (every key optional unless marked)::
           similarities: [cosine]
           stitchers: [relative, absolute]
           regularizers: [none]
-        metrics, seeds, num_anchors, device, batch_size: override the suite's
+        metrics, seeds, num_anchors, device, batch_size, protocol: override the suite's
         published:               # numbers from a paper, shown next to ours on the leaderboard
           - {stitcher: relative, source: rexnet, target: vit-b, metric: weighted_f1,
              value: 0.7681, reference: "Moschella et al. 2023, Table 6"}
@@ -60,10 +65,12 @@ import yaml
 from relbench.errors import ConfigError, UnknownPlugin
 from relbench.names import RESERVED_NAMES, valid_task_name
 from relbench.plugins import Registry, did_you_mean
+from relbench.protocol import MAX_VALIDATION, EvaluationProtocol
 
-SUITE_KEYS = {"seeds", "device", "num_anchors", "batch_size", "metrics", "output", "leaderboards", "cache_dir"}
+SUITE_KEYS = {"seeds", "device", "num_anchors", "batch_size", "metrics", "output", "leaderboards", "cache_dir",
+              "protocol"}
 TOP_KEYS = {"suite", "include", "tasks"}
-TASK_KEYS = {"name", "kind", "description", "dataset", "encoders", "grid", "metrics", "seeds",
+TASK_KEYS = {"name", "kind", "description", "dataset", "encoders", "grid", "metrics", "seeds", "protocol",
              "num_anchors", "device", "batch_size", "published", "claims"}
 CLAIM_KEYS = {"claim", "better", "worse", "measure", "metric"}
 PUBLISHED_KEYS = {"metric", "value", "reference"}  # plus the task kind's columns
@@ -254,11 +261,16 @@ class PluginSpec:
 
     def identity(self) -> dict[str, Any]:
         """What identifies this choice in a unit's fingerprint: the class, every
-        parameter with defaults resolved, the providing package and version, and the
-        author's own ``version`` of the method. The label is not part of it."""
+        parameter with defaults resolved (a tunable one the tasks file leaves open by its
+        candidates), the providing package and version, and the author's own
+        ``version`` of the method. The label is not part of it."""
         cls = self.cls
+        params = self.full_params()
+        for name, tunable in getattr(cls, "tunable", {}).items():  # open: chosen on validation data
+            if name not in self.params:
+                params[name] = {"tuned_over": list(tunable.values), "relative_to": tunable.relative_to}
         return {"class": f"{cls.__module__}:{cls.__qualname__}" if cls else self.name,
-                "params": self.full_params(), "package": self.package or package_of(cls),
+                "params": params, "package": self.package or package_of(cls),
                 "version": str(getattr(cls, "version", ""))}
 
 
@@ -304,6 +316,7 @@ class Task:
     file: str = ""
     published: list[dict] = field(default_factory=list)
     claims: list[dict] = field(default_factory=list)
+    protocol: EvaluationProtocol = field(default_factory=EvaluationProtocol)
 
 
 @dataclass
@@ -460,12 +473,42 @@ def _settings(raw: dict, defaults: dict, where: _Where) -> dict:
             if value <= 0:
                 raise where.child(key, raw).error(f"expected a positive integer, got {value}.")
             out[key] = value
+    if "protocol" in raw:
+        out["protocol"] = _protocol(raw["protocol"], out.get("protocol", EvaluationProtocol()),
+                                    where.child("protocol", raw))
     if "device" in raw:
         device = raw["device"]
         if not (isinstance(device, str) and DEVICE.fullmatch(device)):
             raise where.child("device", raw).error(f"expected auto, cpu, cuda or cuda:N (N ≥ 0), got {device!r}.")
         out["device"] = device
     return out
+
+
+def _protocol(raw: Any, base: EvaluationProtocol, where: _Where) -> EvaluationProtocol:
+    """``protocol:`` over ``base`` (the suite's, for a task), checked key by key."""
+    _expect(raw, dict, where, "a mapping with train_size, test_size, validation, evaluation")
+    _check_keys(raw, {f.name for f in dataclasses.fields(EvaluationProtocol)}, where, "protocol")
+    values = {}
+    for key in ("train_size", "test_size"):
+        if key in raw:
+            value = raw[key]
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+                raise where.child(key, raw).error(f"expected a positive integer or null (all samples), got {value!r}.")
+            values[key] = value
+    if "validation" in raw:
+        value = raw["validation"]
+        if not _type_ok(value, float) or not 0 <= value <= MAX_VALIDATION:
+            raise where.child("validation", raw).error(
+                f"expected the fraction of each seed's training draw held out for validation, between 0 (no "
+                f"tuning) and {MAX_VALIDATION}, got {value!r}.")
+        values["validation"] = float(value)
+    if "evaluation" in raw:
+        if raw["evaluation"] not in ("inductive", "transductive"):
+            raise where.child("evaluation", raw).error(
+                f"expected `inductive` (a prediction never depends on other test samples) or `transductive`, got "
+                f"{raw['evaluation']!r}.")
+        values["evaluation"] = raw["evaluation"]
+    return dataclasses.replace(base, **values)
 
 
 def _default_kind(registry: Registry, where: _Where) -> str:
@@ -548,7 +591,8 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
                 regularizers=grid["regularizers"], metrics=metrics, seeds=settings["seeds"],
                 num_anchors=settings["num_anchors"], device=settings["device"],
                 batch_size=settings["batch_size"], description=description, file=str(where.file),
-                published=[dict(e) for e in published], claims=[dict(c) for c in claims])
+                published=[dict(e) for e in published], claims=[dict(c) for c in claims],
+                protocol=settings.get("protocol", EvaluationProtocol()))
     try:
         kind.build().validate(task)
     except ValueError as exc:

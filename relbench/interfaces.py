@@ -168,6 +168,13 @@ class Bank:
         """Width ``d`` of the embeddings."""
         return int(self.X.shape[1])
 
+    def subset(self, positions: torch.Tensor, split: str) -> "Bank":
+        """The rows at ``positions`` (a seed's draw) as a bank of split ``split``."""
+        positions = positions.to(self.X.device)
+        return Bank(encoder=self.encoder, split=split, X=self.X.index_select(0, positions),
+                    ids=[self.ids[i] for i in positions.tolist()],
+                    labels=None if self.labels is None else self.labels.index_select(0, positions))
+
     def rows(self, ids: Sequence[str]) -> torch.Tensor:
         """The embeddings of the given sample ids, in that order (``KeyError`` if absent)."""
         if self._index is None:
@@ -460,6 +467,16 @@ class StitchSide:
             raise ValueError(f"encoder {self.encoder!r}: this side has no {split!r} bank")
         return bank
 
+    def evaluated_on(self, split: str) -> "StitchSide":
+        """This side with ``split``'s bank in the place of the test bank (what the
+        harness predicts on when it scores a candidate on ``"validation"``); the
+        training relative features and the memo are shared."""
+        view = dataclasses.replace(self, test=self.bank(split), _relative={})
+        view.memo = self.memo
+        if "train" in self._relative:
+            view._relative["train"] = self._relative["train"]
+        return view
+
     def relative(self, split: str) -> torch.Tensor:
         """``similarity.project(bank.X, anchors)`` of the ``"train"``, ``"validation"``
         or ``"test"`` bank (computed once per side; no gradient flows through it)."""
@@ -623,14 +640,18 @@ class TaskRunAPI(Protocol):
     def dataset(self) -> DatasetData:
         """The task's data set (loaded once)."""
 
-    def banks(self, split: str) -> dict[str, Bank]:
-        """Every encoder's embeddings of ``split`` (``"train"``/``"test"``), by label."""
+    def banks(self, split: str, seed: int | None = None) -> dict[str, Bank]:
+        """Every encoder's embeddings, by label: without ``seed`` the data set's whole
+        ``"train"``/``"test"`` split; with ``seed`` that seed's draw, ``"train"`` (the
+        fit part), ``"validation"`` or ``"test"`` (:mod:`relbench.protocol`)."""
 
     def pool_banks(self, dataset_name: str) -> dict[str, Bank]:
         """Training banks of another data set (an out-of-domain anchor pool)."""
 
-    def anchors(self, seed: int, selector: PluginSpec, excluded: frozenset[str] = frozenset()) -> Anchors:
-        """The anchor recipe for (seed, selector, held-out encoders), computed once."""
+    def anchors(self, seed: int, selector: PluginSpec, excluded: frozenset[str] = frozenset(),
+                similarity: PluginSpec | None = None) -> Anchors:
+        """The anchor recipe for (seed, selector, held-out encoders), computed once from
+        the seed's fit part; ``similarity`` reaches selectors that learn from banks."""
 
     def realise(self, anchors: Anchors, label: str) -> torch.Tensor:
         """The ``k × d`` anchors of encoder ``label``."""

@@ -44,6 +44,7 @@ from relbench.interfaces import (
     progress_bar,
 )
 from relbench.plugins import Registry
+from relbench.protocol import Draw, draw
 from relbench.results import ResultStore, environment, git_revision
 from relbench.training import NonFinite
 from relbench.rows import TASK_ERROR, display_key, flat_row
@@ -148,6 +149,7 @@ class TaskRun:
         self._encoders: dict[str, Any] = {}
         self._encoder_identities: dict[str, dict] = {}
         self._anchors: dict[str, Anchors] = {}
+        self._draws: dict[int, Draw] = {}
         self._pools: dict[str, dict[str, Bank]] = {}
         self._task_inputs: dict | None = None
         self._plan: TaskPlan | None = None
@@ -177,6 +179,7 @@ class TaskRun:
                 "encoders": {e.label: self.encoder_identity(e) for e in t.encoders},
                 "metrics": {m.label: m.identity() for m in t.metrics},
                 "num_anchors": t.num_anchors,
+                "evaluation_protocol": t.protocol.identity(),
             }
         return self._task_inputs
 
@@ -227,11 +230,12 @@ class TaskRun:
 
     def _check_sizes(self) -> None:
         """User errors that only the data reveal, before any work."""
-        train = self.dataset().splits["train"]
-        if self.task.selectors and self.task.num_anchors > len(train):
-            raise ConfigError(f"task {self.task.name!r}: num_anchors is {self.task.num_anchors} but data set "
-                              f"{self.task.dataset.label!r} has only {len(train)} training samples to draw anchors "
-                              f"from. Lower `num_anchors` or raise the data set's training size.")
+        fit = min(len(self.draw(seed).fit) for seed in self.task.seeds)
+        if self.task.selectors and self.task.num_anchors > fit:
+            raise ConfigError(f"task {self.task.name!r}: num_anchors is {self.task.num_anchors} but each seed fits on "
+                              f"only {fit} training samples of data set {self.task.dataset.label!r} (its training "
+                              f"draw less the validation part) to draw anchors from. Lower `num_anchors`, or raise "
+                              f"`protocol.train_size` or the data set's training size.")
 
     def replan(self) -> TaskPlan:
         """The plan again, against the store as it is now (another run may have added
@@ -336,8 +340,27 @@ class TaskRun:
         return Bank(encoder=spec.label, split=split, X=X.to(self.device), ids=list(sp.ids),
                     labels=None if labels is None else labels.to(self.device))
 
-    def banks(self, split: str) -> dict[str, Bank]:
-        """Every encoder's embeddings of ``split``, by encoder label (encoded once)."""
+    def draw(self, seed: int) -> Draw:
+        """The samples seed ``seed`` draws under the task's protocol (computed once)."""
+        if seed not in self._draws:
+            data = self.dataset()
+            train, test = data.splits["train"], data.splits["test"]
+            self._draws[seed] = draw(self.task.protocol, train.labels, len(train), test.labels, len(test), seed)
+        return self._draws[seed]
+
+    def banks(self, split: str, seed: int | None = None) -> dict[str, Bank]:
+        """Every encoder's embeddings by encoder label. Without ``seed``: the data set's
+        whole ``split`` (the pool, encoded once). With ``seed``: that seed's draw —
+        ``train`` (the fit part), ``validation`` or ``test`` (see :mod:`relbench.protocol`)."""
+        if seed is not None:
+            key = f"{split}/{seed}"
+            if key not in self._banks:
+                if split not in ("train", "validation", "test"):
+                    raise ValueError(f"a seed's banks are train, validation or test, not {split!r}")
+                positions = torch.as_tensor(self.draw(seed).positions(split), dtype=torch.long)
+                pool = self.banks("test" if split == "test" else "train")
+                self._banks[key] = {label: bank.subset(positions, split) for label, bank in pool.items()}
+            return self._banks[key]
         if split not in self._banks:
             data = self.dataset()
             if split not in data.splits:
@@ -368,8 +391,11 @@ class TaskRun:
 
     # -------------------------------------------------------------- anchors
 
-    def anchors(self, seed: int, selector: PluginSpec, excluded: frozenset[str] = frozenset()) -> Anchors:
-        """The anchor recipe for (seed, selector, held-out encoders), computed once."""
+    def anchors(self, seed: int, selector: PluginSpec, excluded: frozenset[str] = frozenset(),
+                similarity: PluginSpec | None = None) -> Anchors:
+        """The anchor recipe for (seed, selector, held-out encoders), computed once, drawn
+        from the seed's fit part. ``similarity`` (the grid entry the anchors serve)
+        reaches only selectors that learn from the banks (PARAM's whitening)."""
         sel = selector.build()
         if sel.learns_from_banks and not excluded:
             raise ConfigError(
@@ -378,15 +404,18 @@ class TaskRun:
                 f"so the anchors would have seen the space they are evaluated in. Use random, stratified or "
                 f"parallel anchors for this task, or a task kind that holds each source out.")
         excluded = frozenset(excluded) if sel.learns_from_banks else frozenset()
-        key = f"{seed}/{selector.label}/{sorted(excluded)}"
+        similarity = similarity if sel.learns_from_banks else None
+        key = json.dumps([seed, selector.identity(), sorted(excluded), similarity.identity() if similarity else None],
+                         sort_keys=True, default=str)
         if key not in self._anchors:
-            train = self.banks("train")
-            sp = self.dataset().splits["train"]
+            train = self.banks("train", seed)
+            fit = next(iter(train.values()))
+            labels = None if fit.labels is None else fit.labels.cpu().numpy()
             ctx = AnchorContext(
-                num_anchors=self.task.num_anchors, seed=seed, ids=list(sp.ids), labels=sp.labels,
+                num_anchors=self.task.num_anchors, seed=seed, ids=list(fit.ids), labels=labels,
                 banks={k: v for k, v in train.items() if k not in excluded}, excluded=excluded,
                 device=self.device, views={e.label: self.encoder_view(e.label) for e in self.task.encoders},
-                pool_banks=self.pool_banks)
+                pool_banks=self.pool_banks, similarity=similarity.build() if similarity else None)
             self._anchors[key] = sel.select(ctx)
         return self._anchors[key]
 

@@ -24,6 +24,7 @@ import torch
 
 from relbench.config import EncoderSpec, PluginSpec, Task
 from relbench.identity import key_json
+from relbench.protocol import EvaluationProtocol
 from relbench.interfaces import AnchorContext, Anchors, Bank, DatasetData, ResultRow, UnitKey
 from relbench.rows import display_key, flat_row
 
@@ -37,15 +38,17 @@ def make_task(kind: type | PluginSpec, *, name: str = "t", encoders: list[str] =
               selectors: list[PluginSpec] = (), similarities: list[PluginSpec] = (),
               stitchers: list[PluginSpec] = (), regularizers: list[PluginSpec | None] = (None,),
               metrics: list[PluginSpec] = (), seeds: list[int] = (0,), num_anchors: int = 20,
-              **kind_params: Any) -> Task:
+              protocol: EvaluationProtocol = EvaluationProtocol(validation=0.0), **kind_params: Any) -> Task:
     """A :class:`Task` of ``kind`` (a class, with ``kind_params``, or a spec) over encoders
-    named by label."""
+    named by label. The default ``protocol`` has no validation part (nothing tuned); to
+    test tuning, pass one with ``validation > 0`` and give the double ``"validation"``
+    banks."""
     kind_spec = kind if isinstance(kind, PluginSpec) else spec(kind, "task_kind", **kind_params)
     return Task(name=name, kind=kind_spec, dataset=PluginSpec("dataset", dataset, {}, dataset),
                 encoders=[EncoderSpec("encoder", label, {}, label) for label in encoders],
                 selectors=list(selectors), similarities=list(similarities), stitchers=list(stitchers),
                 regularizers=list(regularizers), metrics=list(metrics), seeds=list(seeds), num_anchors=num_anchors,
-                device="cpu", batch_size=64)
+                device="cpu", batch_size=64, protocol=protocol)
 
 
 class TaskRunDouble:
@@ -72,22 +75,27 @@ class TaskRunDouble:
         """The data set given to the double."""
         return self._data
 
-    def banks(self, split: str) -> dict[str, Bank]:
-        """The banks given to the double for ``split``."""
+    def banks(self, split: str, seed: int | None = None) -> dict[str, Bank]:
+        """The banks given to the double for ``split`` (the same for every seed; give a
+        ``"validation"`` entry to test tuning)."""
+        if split not in self._banks:
+            raise ValueError(f"the test double was given no {split!r} banks (it has {sorted(self._banks)})")
         return self._banks[split]
 
     def pool_banks(self, dataset_name: str) -> dict[str, Bank]:
         """Out-of-domain pools are not part of the double."""
         raise ValueError(f"the test double has no out-of-domain pool {dataset_name!r}")
 
-    def anchors(self, seed: int, selector: PluginSpec, excluded: frozenset[str] = frozenset()) -> Anchors:
+    def anchors(self, seed: int, selector: PluginSpec, excluded: frozenset[str] = frozenset(),
+                similarity: PluginSpec | None = None) -> Anchors:
         """The selector run on the training banks (those not excluded)."""
         train = self._banks["train"]
         first = next(iter(train.values()))
         labels = None if first.labels is None else first.labels.cpu().numpy()
         ctx = AnchorContext(num_anchors=self.task.num_anchors, seed=seed, ids=list(first.ids), labels=labels,
                             banks={k: v for k, v in train.items() if k not in excluded}, excluded=frozenset(excluded),
-                            device=self.device, views={k: "x" for k in train}, pool_banks=self.pool_banks)
+                            device=self.device, views={k: "x" for k in train}, pool_banks=self.pool_banks,
+                            similarity=similarity.build() if similarity is not None else None)
         return selector.build().select(ctx)
 
     def realise(self, anchors: Anchors, label: str) -> torch.Tensor:

@@ -127,7 +127,7 @@ def test_too_many_anchors_is_refused_before_any_work(cli_main, write_yaml, capsy
     toy_plugins.Rotated.calls.clear()
     assert cli_main(["run", str(path), "-q"]) == 2
     err = capsys.readouterr().err
-    assert "num_anchors is 5000" in err and "240 training samples" in err and "Traceback" not in err
+    assert "num_anchors is 5000" in err and "192 training samples" in err and "Traceback" not in err
     assert not toy_plugins.Rotated.calls and not (path.parent / "results").exists()
 
 

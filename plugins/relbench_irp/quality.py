@@ -20,6 +20,8 @@ from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise
 #: the metrics drawn as ω × δ heatmaps
 METRICS = ("reconstruction_cosine", "condition_number", "anchors_kept")
 SINGULAR = "irp_singular_anchor_sets"
+#: the prefix of metrics measured on the validation part (where the best (ω, δ) is chosen)
+VALIDATION = "validation_"
 SETTINGS = ("intra", "inter")
 
 
@@ -95,18 +97,28 @@ class TranslationQuality(TaskKind):
                 for seed in task.seeds for sel in task.selectors for target in task.encoders]
 
     def run(self, run: TaskRunAPI) -> None:
-        """Compute the planned units not yet stored."""
+        """Compute the planned units not yet stored, each on its seed's draw: anchors
+        from the fit part, cells on the test draw, and the reconstruction cosine once
+        more on the validation part (``validation_reconstruction_cosine``), on which the
+        page picks its best (ω, δ): nothing is chosen on the samples it reports."""
         todo = [key for key in self.plan(run.task) if not run.is_done(key)]
         if not todo:
             return
-        train, test = run.banks("train"), run.banks("test")
         labels = [e.label for e in run.task.encoders]
+        with_validation = run.task.protocol.validation > 0
         for key in run.progress(todo, desc="translation quality", total=len(todo)):
+            seed = key["seed"]
+            train, test = run.banks("train", seed), run.banks("test", seed)
             with run.unit(key) as rows:
-                anchors = run.anchors(key["seed"], key["selector"])
-                rows += self._cell(run, anchors, train, test, labels, key["target"].label, key["seed"])
+                anchors = run.anchors(seed, key["selector"])
+                rows += self._cell(run, anchors, train, test, labels, key["target"].label, seed)
+                if with_validation:
+                    rows += self._cell(run, anchors, train, run.banks("validation", seed), labels,
+                                       key["target"].label, seed, prefix=VALIDATION)
 
-    def _cell(self, run, anchors, train, test, labels, target, seed) -> list[ResultRow]:
+    def _cell(self, run, anchors, train, test, labels, target, seed, prefix: str = "") -> list[ResultRow]:
+        """Every (source, ω, δ) cell on the evaluated bank ``test``; with ``prefix`` only
+        the reconstruction cosine, under the prefixed metric name."""
         ids = sample_ids(test[target].ids, self.max_samples, seed)
         truth = test[target].rows(ids)
         At = run.realise(anchors, target)
@@ -114,9 +126,10 @@ class TranslationQuality(TaskKind):
         if self.mean_norm == "train":
             scale = float((train[target].X - At.mean(dim=0)).norm(dim=1).mean())
         sources = {s: (run.realise(anchors, s), test[s].rows(ids)) for s in labels}
-        rows = [ResultRow(metric="absolute_cosine", value=float(F.cosine_similarity(X, truth, dim=1).mean()),
-                          direction="higher", cell={"source": s})
-                for s, (_, X) in sources.items() if X.shape[1] == truth.shape[1]]
+        rows = [] if prefix else [
+            ResultRow(metric="absolute_cosine", value=float(F.cosine_similarity(X, truth, dim=1).mean()),
+                      direction="higher", cell={"source": s})
+            for s, (_, X) in sources.items() if X.shape[1] == truth.shape[1]]
         for delta in self.deltas:
             dec = TargetDecoder.build(At, omega=max(self.omegas), delta=delta, seed=seed, pinv=self.pinv,
                                       ridge_alpha=self.ridge_alpha, scale=scale)
@@ -127,16 +140,17 @@ class TranslationQuality(TaskKind):
                 for omega in self.omegas:
                     Y = dec.decode(Xs_hat, cumulative[omega - 1] / omega, self.completion)
                     cell = {"source": source, "omega": omega, "delta": delta}
-                    rows.append(ResultRow(metric="reconstruction_cosine", direction="higher", cell=cell,
+                    rows.append(ResultRow(metric=prefix + "reconstruction_cosine", direction="higher", cell=cell,
                                           value=float(F.cosine_similarity(Y, truth, dim=1).mean())))
-                    rows += [ResultRow(metric=name, value=d.value, direction=d.direction, cell=cell)
-                             for name, d in dec.diagnostics(omega).items()]
+                    if not prefix:
+                        rows += [ResultRow(metric=name, value=d.value, direction=d.direction, cell=cell)
+                                 for name, d in dec.diagnostics(omega).items()]
         return rows
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Heatmaps (Figure 3 style) and ω × δ tables per selector, from the rows alone."""
         d = results[(results["status"] == "ok")
-                    & results["metric"].isin(METRICS + (SINGULAR, "absolute_cosine"))].copy()
+                    & results["metric"].isin(METRICS + (SINGULAR, "absolute_cosine", VALIDATION + METRICS[0]))].copy()
         if d.empty:
             return "No results yet.\n"
         d["setting"] = np.where(d["source"] == d["target"], "intra", "inter")
@@ -238,9 +252,12 @@ def _tables(g: pd.DataFrame, marks: dict[str, str]) -> str:
 def _pairs(g: pd.DataFrame, marks: dict[str, str]) -> str:
     """Per (source, target) at the best inter-space (ω, δ), beside the untranslated cosine."""
     cos = g[(g["metric"] == "reconstruction_cosine")]
-    inter = cos[cos["setting"] == "inter"]
+    chosen_on = g[(g["metric"] == VALIDATION + "reconstruction_cosine")]
+    if chosen_on.empty:  # rows of a run without a validation part
+        return "The best (ω, δ) is chosen on validation data, and these results have none.\n"
+    inter = chosen_on[chosen_on["source"] != chosen_on["target"]]
     if inter.empty:
-        inter = cos
+        inter = chosen_on
     best = _seed_stats(inter, ["omega", "delta"]).sort_values("mean", ascending=False).iloc[0]
     at = cos[(cos["omega"] == best["omega"]) & (cos["delta"] == best["delta"])]
     irp = _seed_stats(at, ["source", "target"])
@@ -253,5 +270,6 @@ def _pairs(g: pd.DataFrame, marks: dict[str, str]) -> str:
     headers = ["source (encoder)", "target (decoder)",
                arrow("absolute cosine", marks.get("absolute_cosine", "neutral")),
                arrow("IRP cosine", marks["reconstruction_cosine"])]
-    return (f"Per pair at ω = {int(best['omega'])}, δ = {best['delta']:g} (best inter-space mean):\n\n"
+    return (f"Per pair at ω = {int(best['omega'])}, δ = {best['delta']:g} (the best inter-space mean on the "
+            f"validation part; the cosines below are on the test draw):\n\n"
             + tabulate(body, headers=headers, tablefmt="pipe") + "\n")

@@ -99,16 +99,17 @@ class ScaleInvariance(TaskKind):
                 for seed in task.seeds for target in task.encoders for act in self.activations]
 
     def run(self, run: TaskRunAPI) -> None:
-        """Compute the planned units not yet stored."""
+        """Compute the planned units not yet stored, each on its seed's draw (heads fit
+        on the fit part, curves on the test draw)."""
         task = run.task
         todo = [key for key in self.plan(task) if not run.is_done(key)]
         if not todo:
             return
-        train, test = run.banks("train"), run.banks("test")
         labels = [e.label for e in task.encoders]
         num_classes = len(run.dataset().class_names)
         for key in run.progress(todo, desc="scale invariance", total=len(todo)):
             seed, act, target = key["seed"], key["activation"], key["target"].label
+            train, test = run.banks("train", seed), run.banks("test", seed)
             with run.unit(key) as rows:
                 bank = train[target]
                 if bank.labels is None:
@@ -116,7 +117,7 @@ class ScaleInvariance(TaskKind):
                 torch.manual_seed(seed)
                 head = mlp_head(bank.dim, self.hidden, num_classes, act).to(bank.X.device)
                 train_classifier(head, bank.X, bank.labels, epochs=self.epochs, lr=self.lr,
-                                 batch_size=self.batch_size, seed=seed)
+                                 batch_size=self.batch_size, seed=seed, evaluation=task.protocol.evaluation)
                 ids = sample_ids(test[target].ids, self.max_samples, seed)
                 y = labels_of(test[target], ids)
                 rows.append(ResultRow(metric="mean_norm", value=float(bank.X.norm(dim=1).mean()), direction="neutral"))

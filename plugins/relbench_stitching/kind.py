@@ -20,6 +20,7 @@ rows say so (``needs_both_spaces``, ``partner_banks``), as Procrustes' rows do. 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -32,6 +33,7 @@ from relbench.config import EncoderSpec, PluginSpec, Task
 from relbench.interfaces import (DatasetData, FitContext, NotAchievable, ResultRow, StitchSide, TaskKind, TaskRunAPI,
                                  UnitKey)
 from relbench.pages import Page
+from relbench.tuning import Candidate, candidates, choose
 from relbench_stitching import page as pages
 
 NONE = "-"
@@ -168,65 +170,96 @@ class Stitching(TaskKind):
         return [self._key(seed, combo, target, held) for seed, combo, target, _, held in self.units(task)]
 
     def run(self, run: TaskRunAPI) -> None:
-        """Evaluate every (seed, combination, target) unit not yet stored."""
+        """Evaluate every (seed, combination, target) unit not yet stored.
+
+        Each seed reads its own draw (:mod:`relbench.protocol`): decoders fit on the fit
+        part, open tunable constants are chosen on the target's own validation part
+        (:mod:`relbench.tuning`; never on another encoder's data, never on test data),
+        and every source is scored on the seed's test draw.
+        """
         task = run.task
         todo = [u for u in self.units(task) if not run.is_done(self._key(u[0], u[1], u[2], u[4]))]
         if not todo:
             return
         labels = [e.label for e in task.encoders]
-        train, test = run.banks("train"), run.banks("test")
+        protocol = task.protocol
         data = run.dataset()
         metrics = [(m.label, m.build()) for m in task.metrics]
-        similarities: dict[tuple[str, str], object] = {}
-
         sides: dict[tuple, StitchSide] = {}
+        similarities: dict[tuple, object] = {}
+        banks: dict[str, dict] = {}
 
-        def side(label: str, combo: Combination, anchors) -> StitchSide:
-            key = (id(anchors), combo.similarity.label if combo.similarity else None, label)
+        def side(label: str, similarity, anchors) -> StitchSide:
+            skey = json.dumps(similarity.identity(), sort_keys=True, default=str) if similarity else None
+            key = (id(anchors), skey, label)
             if key not in sides:
-                sides[key] = new_side(label, combo, anchors)
+                sim = None
+                if similarity is not None:
+                    if (skey, label) not in similarities:
+                        built = similarity.build()
+                        built.fit(banks["train"][label].X)
+                        similarities[(skey, label)] = built
+                    sim = similarities[(skey, label)]
+                A = run.realise(anchors, label) if anchors is not None else None
+                sides[key] = StitchSide(encoder=label, train=banks["train"][label], test=banks["test"][label],
+                                        anchors=A, similarity=sim, validation=banks.get("validation", {}).get(label))
             return sides[key]
-
-        def new_side(label: str, combo: Combination, anchors) -> StitchSide:
-            sim = None
-            if combo.similarity is not None:
-                skey = (combo.similarity.label, label)
-                if skey not in similarities:
-                    sim = combo.similarity.build()
-                    sim.fit(train[label].X)
-                    similarities[skey] = sim
-                sim = similarities[skey]
-            A = run.realise(anchors, label) if anchors is not None else None
-            return StitchSide(encoder=label, train=train[label], test=test[label], anchors=A, similarity=sim)
 
         current_seed = None
         for seed, combo, target_spec, source_specs, held in run.progress(todo, desc="fit+evaluate", total=len(todo)):
-            if seed != current_seed:  # sides hold relative features: keep one seed's at a time
+            if seed != current_seed:  # sides hold one seed's draw and relative features
                 sides.clear()
+                similarities.clear()
+                banks = {"train": run.banks("train", seed), "test": run.banks("test", seed)}
+                if protocol.validation > 0:
+                    banks["validation"] = run.banks("validation", seed)
                 current_seed = seed
             target, sources = target_spec.label, [s.label for s in source_specs]
             excluded = frozenset(h.label for h in held)
             with run.unit(self._key(seed, combo, target_spec, held)) as rows:
-                anchors = run.anchors(seed, combo.selector, excluded) if combo.selector else None
-                stitcher = combo.stitcher.build()
-                regs = [combo.regularizer.build()] if combo.regularizer else []
-                partners = {}
-                if any(r.needs_partner_banks for r in regs):
-                    partners = {p: side(p, combo, anchors).relative("train") for p in labels
-                                if p != target and p not in excluded}
-                    if not partners:
-                        raise ValueError(f"regularizer {combo.regularizer.label!r} compares the target's bank with "
-                                         f"other encoders' banks, but this unit has none besides {target!r}")
-                ctx = FitContext(seed=seed, device=run.device, num_classes=len(data.class_names),
-                                 modality=run.modality(target), regularizers=regs, partners=partners)
-                stitcher.fit(side(target, combo, anchors), ctx)
+                fits = {}
+
+                def fit(cand: Candidate):
+                    specs = cand.specs
+                    sel, sim_spec = specs.get("selector"), specs.get("similarity")
+                    anchors = run.anchors(seed, sel, excluded, similarity=sim_spec) if sel else None
+                    stitcher = specs["stitcher"].build()
+                    regs = [specs["regularizer"].build()] if specs.get("regularizer") else []
+                    partners = {}
+                    if any(r.needs_partner_banks for r in regs):
+                        partners = {p: side(p, sim_spec, anchors).relative("train") for p in labels
+                                    if p != target and p not in excluded}
+                        if not partners:
+                            raise ValueError(f"regularizer {combo.regularizer.label!r} compares the target's bank "
+                                             f"with other encoders' banks, but this unit has none besides {target!r}")
+                    ctx = FitContext(seed=seed, device=run.device, num_classes=len(data.class_names),
+                                     modality=run.modality(target), regularizers=regs, partners=partners,
+                                     evaluation=protocol.evaluation)
+                    stitcher.fit(side(target, sim_spec, anchors), ctx)
+                    fits[id(stitcher)] = (anchors, sim_spec, partners)
+                    return stitcher
+
+                def validation_score(stitcher) -> float:
+                    anchors, sim_spec, _ = fits[id(stitcher)]
+                    own = side(target, sim_spec, anchors)
+                    pred = stitcher.predict(own.evaluated_on("validation"))
+                    y_true = own.validation.labels.cpu().numpy()
+                    return metrics[0][1].compute(y_true, pred.logits.argmax(dim=1).cpu().numpy())
+
+                cands = candidates(combo.specs(), enabled=protocol.validation > 0)
+                choice = choose(cands, fit, validation_score, metrics[0][1].direction(), metrics[0][0])
+                stitcher = choice.fitted
+                anchors, sim_spec, partners = fits[id(stitcher)]
                 cls = combo.stitcher.cls
+                sizes = {"fit": len(banks["train"][target].ids), "test": len(banks["test"][target].ids),
+                         "validation": len(banks["validation"][target].ids) if "validation" in banks else 0}
                 extra = {"needs_both_spaces": cls.needs_both_spaces or bool(partners),
                          "partner_banks": sorted(partners),
                          "role": "reference" if cls.diagonal_only or not cls.uses_anchors else "method",
+                         "evaluation": protocol.evaluation, "samples": sizes, "tuned": choice.record(),
                          "anchors": len(anchors) if anchors is not None else 0, **(anchors.info if anchors else {})}
                 for source in sources:
-                    rows += _evaluate(stitcher, side(source, combo, anchors), metrics, extra)
+                    rows += _evaluate(stitcher, side(source, sim_spec, anchors), metrics, extra)
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Ranking, references, achievable pairs, heatmaps and, for ``protocol:

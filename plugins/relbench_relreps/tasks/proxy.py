@@ -136,14 +136,14 @@ class PerformanceProxy(TaskKind):
                 for enc in task.encoders for seed in task.seeds for sel in selectors for sim in similarities]
 
     def run(self, run: TaskRunAPI) -> None:
-        """Per encoder × seed with units to do: train the models once; per unit: score them."""
+        """Per encoder × seed with units to do (on the seed's draw: models fit on the fit
+        part, scored on the test draw): train the models once; per unit: score them."""
         todo = [key for key in self.plan(run.task) if not run.is_done(key)]
         if not todo:
             return
-        train_banks, test_banks = run.banks("train"), run.banks("test")
         num_classes = len(run.dataset().class_names)
         for (label, seed), keys in itertools.groupby(todo, key=lambda k: (k["encoder"].label, k["seed"])):
-            train, test = train_banks[label], test_banks[label]
+            train, test = run.banks("train", seed)[label], run.banks("test", seed)[label]
             models = self._models(train, test, seed, num_classes)
             for key in keys:
                 with run.unit(key) as rows:

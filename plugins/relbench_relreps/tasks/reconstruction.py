@@ -132,14 +132,17 @@ class Reconstruction(TaskKind):
         data = run.dataset()
         view = self._view(data)
         train, test = data.splits["train"], data.splits["test"]
-        g = seeded_generator(0)
-        tr_idx = torch.randperm(len(train), generator=g)[: self.train_samples].numpy()
-        te_idx = torch.randperm(len(test), generator=g)[: self.test_samples].numpy()
-        Xtr = _pixels(train.views[view], tr_idx).to(run.device)
-        Xte = _pixels(test.views[view], te_idx).to(run.device)
         position = {sid: i for i, sid in enumerate(train.ids)}
+        drawn: dict[int, tuple] = {}
         for key in run.progress(todo, desc="autoencoders", total=len(todo)):
             seed, bottleneck = key["seed"], key["bottleneck"]
+            if seed not in drawn:  # each seed draws its own samples
+                g = seeded_generator(seed)
+                tr_idx = torch.randperm(len(train), generator=g)[: self.train_samples].numpy()
+                te_idx = torch.randperm(len(test), generator=g)[: self.test_samples].numpy()
+                drawn = {seed: (tr_idx, _pixels(train.views[view], tr_idx).to(run.device),
+                                _pixels(test.views[view], te_idx).to(run.device))}
+            tr_idx, Xtr, Xte = drawn[seed]
             with run.unit(key) as rows:
                 anchors = select_without_banks(key["selector"], train.ids, train.labels, seed, run.task.num_anchors,
                                                run.device)
