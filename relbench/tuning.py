@@ -40,10 +40,12 @@ def open_parameters(specs: dict[str, PluginSpec | None]) -> dict[str, Tunable]:
 
 @dataclass(frozen=True)
 class Candidate:
-    """One setting of the open parameters: the specs to build, and the values set."""
+    """One setting of the open parameters: the specs to build, the values set, and the
+    open parameters searched over."""
 
     specs: dict[str, PluginSpec | None]
     values: dict[str, Any] = field(default_factory=dict)
+    space: dict[str, Tunable] = field(default_factory=dict)
 
 
 def candidates(specs: dict[str, PluginSpec | None], enabled: bool = True) -> list[Candidate]:
@@ -61,7 +63,7 @@ def candidates(specs: dict[str, PluginSpec | None], enabled: bool = True) -> lis
             column, param = name.split(".", 1)
             spec = new[column]
             new[column] = dataclasses.replace(spec, params={**spec.params, param: value})
-        out.append(Candidate(new, values))
+        out.append(Candidate(new, values, open_))
     return out
 
 
@@ -94,7 +96,7 @@ def choose(cands: list[Candidate], fit: Callable[[Candidate], T], score: Callabl
     """Fit every candidate and keep the one with the best validation ``score`` (by
     ``direction``; a tie, or a non-finite score, keeps the earlier candidate). With a
     single candidate nothing is scored."""
-    space = open_parameters(cands[0].specs) if len(cands) > 1 else {}
+    space = cands[0].space
     if len(cands) == 1:
         return Choice(fit(cands[0]), cands[0], {}, [], metric)
     sign = -1.0 if direction == "lower" else 1.0
