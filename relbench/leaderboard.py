@@ -29,6 +29,7 @@ from relbench.identity import fingerprint
 from relbench.interfaces import TaskKind
 from relbench.names import inside
 from relbench.pages import Page, arrow, directions, fmt
+from relbench.protocol import describe
 from relbench.results import ResultStore
 from relbench.rows import TASK_ERROR
 
@@ -143,6 +144,23 @@ def provenance(df: pd.DataFrame) -> str:
             f"shown. {GENERATED}\n")
 
 
+def protocol_section(task: Task, df: pd.DataFrame) -> str:
+    """The page's protocol paragraph (:func:`relbench.protocol.describe`) from the task's
+    protocol and what its rows recorded: sizes and constants chosen on validation data."""
+    if "extra" not in df:
+        return describe(task.protocol, task.seeds, [], [])
+    units = df.drop_duplicates("unit") if "unit" in df else df  # one record per unit, not per row
+    extras = [e for e in units["extra"] if isinstance(e, dict)]
+    samples = [e["samples"] for e in extras if isinstance(e.get("samples"), dict)]
+    tuned = []
+    for _, row in units[units["extra"].map(lambda e: isinstance(e, dict) and bool(e.get("tuned")))].iterrows():
+        record = row["extra"]["tuned"]
+        for name in record.get("parameters", {}):
+            column = name.split(".", 1)[0]
+            tuned.append((f"{column} {row.get(column, '?')}", {"parameters": {name: record["parameters"][name]}}))
+    return describe(task.protocol, task.seeds, samples, tuned)
+
+
 def cross_task_ranking(orders: dict[str, list[str]]) -> list[tuple[str, float, float, int]]:
     """Combine per-task orderings (task → combination labels, best first) into one ranking.
 
@@ -172,6 +190,7 @@ def _digest(store: ResultStore, task: Task, units: set[str]) -> str:
     lines = store.read(task.name).units
     stored = sorted((uid, lines[uid].get("run"), lines[uid].get("time")) for uid in units if uid in lines)
     return fingerprint({"lines": stored, "kind": task.kind.identity(), "description": task.description,
+                        "protocol": task.protocol.identity(), "seeds": task.seeds,
                         "claims": task.claims, "published": task.published, "relbench": __version__})
 
 
@@ -203,7 +222,8 @@ def _draw(store: ResultStore, out: Path, task: Task, units: set[str]) -> dict:
         body = claims_section(kind, df, task.claims) + "\n" + body
     if task.published:
         body += published_section(kind, df, task.published)
-    head = f"# {task.name}\n\n" + (f"{task.description}\n\n" if task.description else "") + provenance(df)
+    head = (f"# {task.name}\n\n" + (f"{task.description}\n\n" if task.description else "") + provenance(df)
+            + "\n" + protocol_section(task, df))
     atomic_write_bytes(path, (head + "\n" + body).encode())
     headline = kind.headline(df)
     if headline:

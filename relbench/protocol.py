@@ -83,3 +83,52 @@ def draw(protocol: EvaluationProtocol, train_labels: np.ndarray | None, n_train:
     labels = None if train_labels is None else np.asarray(train_labels)[train]
     fit, val = stratified_split(labels, len(train), protocol.validation, _seed_for(seed, 2))
     return Draw(train[fit], train[val], test)
+
+
+def describe(protocol: EvaluationProtocol, seeds: list[int], samples: list[dict], tuned: list[tuple[str, dict]]) -> str:
+    """The protocol paragraph of a page: sizes per seed, validation fraction, evaluation
+    mode, seeds, and every constant chosen on validation data with its search space.
+
+    ``samples`` are the rows' recorded sizes (``{"fit", "validation", "test"}``);
+    ``tuned`` pairs a plugin label with a row's tuning record (:mod:`relbench.tuning`).
+    """
+    def size(n: int | None) -> str:
+        return "the whole pool" if n is None else f"{n:,}"
+
+    parts = [f"**Protocol.** Each of the {len(seeds)} seeds {sorted(seeds)} draws its own samples from the data "
+             f"set's pool: {size(protocol.train_size)} training and {size(protocol.test_size)} test samples "
+             f"(stratified)"]
+    if protocol.validation > 0:
+        parts.append(f"; {protocol.validation:.0%} of the training draw is held out as a validation part on which "
+                     f"open constants are chosen, the rest is what decoders fit on")
+    else:
+        parts.append("; no validation part (constants keep their defaults)")
+    sizes = sorted({(s.get("fit"), s.get("validation"), s.get("test")) for s in samples if s})
+    if sizes:
+        parts.append(" — measured per unit: " + "; ".join(f"fit {f:,}, validation {v:,}, test {t:,}"
+                                                          for f, v, t in sizes))
+    parts.append(f". Evaluation is **{protocol.evaluation}**"
+                 + (": a prediction never depends on other test samples (heads normalise with statistics fixed on "
+                    "their training data)." if protocol.evaluation == "inductive" else
+                    ": heads normalise over the evaluated split, so a prediction depends on the other test samples."))
+    chosen: dict[tuple[str, str], dict] = {}
+    for label, record in tuned:
+        for name, entry in (record or {}).get("parameters", {}).items():
+            slot = chosen.setdefault((label, name), {"space": entry["space"], "relative_to": entry["relative_to"],
+                                                     "counts": {}})
+            value = json_value(entry["chosen"])
+            slot["counts"][value] = slot["counts"].get(value, 0) + 1
+    if chosen:
+        lines = []
+        for (label, name), slot in sorted(chosen.items()):
+            counts = ", ".join(f"{v} ×{n}" for v, n in sorted(slot["counts"].items(), key=lambda kv: -kv[1]))
+            rel = f" ({slot['relative_to']})" if slot["relative_to"] else ""
+            lines.append(f"- {label}: `{name.split('.', 1)[1]}` over {slot['space']}{rel}: chosen {counts} "
+                         f"(units)")
+        parts.append("\n\nConstants chosen on the validation part (per encoder space and seed):\n\n" + "\n".join(lines))
+    return "".join(parts) + "\n"
+
+
+def json_value(value: Any) -> str:
+    """A chosen value as shown on a page."""
+    return f"{value:g}" if isinstance(value, float) else str(value)

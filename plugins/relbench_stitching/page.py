@@ -4,6 +4,7 @@ Directions come from the rows (``direction`` column), never from metric names.""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -176,6 +177,56 @@ def metric_order(df: pd.DataFrame) -> list[str]:
     return [m for m in pd.unique(df["metric"]) if m != "error"]
 
 
+def pair_kinds(df: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """``(source, target)`` → ``cross-seed`` when the two encoders are the same plugin
+    with the same parameters but their ``seed``, else ``cross-architecture`` (from the
+    encoder identities stored with the rows; empty when they are not there)."""
+    if "inputs" not in df:
+        return {}
+    encoders: dict[str, dict] = {}
+    for inputs in df["inputs"].dropna():
+        if isinstance(inputs, dict):
+            encoders.update(inputs.get("encoders", {}))
+            break
+
+    def recipe(label: str):
+        e = encoders.get(label, {})
+        params = {k: v for k, v in (e.get("params") or {}).items() if k != "seed"}
+        return e.get("class"), json.dumps(params, sort_keys=True, default=str), e.get("view")
+
+    out = {}
+    for a in encoders:
+        for b in encoders:
+            if a != b:
+                same = recipe(a) == recipe(b) and "seed" in (encoders[a].get("params") or {})
+                out[(a, b)] = "cross-seed" if same else "cross-architecture"
+    return out
+
+
+def pair_kind_section(df: pd.DataFrame, metric: str, direction: str) -> str:
+    """Stitched means over cross-seed pairs apart from cross-architecture pairs, when a
+    task has both (same architecture, different training seed vs different networks)."""
+    kinds = pair_kinds(df)
+    if len(set(kinds.values())) < 2:
+        return ""
+    d = df[(df["metric"] == metric) & (df["status"] == "ok") & (df["source"] != df["target"])].copy()
+    d["pairs"] = [kinds.get((s, t), "?") for s, t in zip(d["source"], d["target"])]
+    rows = []
+    for combo, g in d.groupby(COMBO, sort=False, dropna=False):
+        cells = []
+        for kind in ("cross-seed", "cross-architecture"):
+            per_seed = g[g["pairs"] == kind].groupby("seed")["value"].mean()
+            cells.append(fmt(per_seed.mean(), per_seed.std(ddof=0) if len(per_seed) > 1 else np.nan)
+                         if len(per_seed) else "-")
+        rows.append([combo_label(dict(zip(COMBO, combo))), *cells])
+    seed_pairs = sorted(f"{a}→{b}" for (a, b), k in kinds.items() if k == "cross-seed")
+    return (f"\n### Cross-seed and cross-architecture pairs ({arrow(metric, direction)})\n\n"
+            f"Cross-seed pairs differ only in the encoder's training seed ({', '.join(seed_pairs)}); every "
+            f"other pair is cross-architecture. Mean over the pairs of each kind, mean ± std over seeds.\n\n"
+            + tabulate(rows, headers=["combination", "cross-seed", "cross-architecture"], tablefmt="pipe",
+                       disable_numparse=True) + "\n")
+
+
 def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False) -> str:
     """Body of a stitching task's page (``held_out``: the task uses the held-out protocol)."""
     df = _prepared(df)
@@ -250,6 +301,7 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False) -> str:
         for _, r in absolute.iterrows():
             link = _heatmap(df, primary, dict(r[COMBO]), page, f"{primary} {combo_label(r)}")
             lines.append(f"Reference for comparison ({combo_label(r)}):\n\n![heatmap]({link})\n")
+    lines.append(pair_kind_section(df, primary, direction[primary]))
     if held_out:
         lines.append(held_out_section(df, primary, page))
     errors = df[df["status"] == "error"]

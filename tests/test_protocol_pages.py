@@ -1,0 +1,41 @@
+"""Pages state their protocol, and the stitching page keeps cross-seed pairs apart."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from relbench.protocol import EvaluationProtocol, describe
+from relbench_stitching.page import pair_kind_section, pair_kinds
+
+
+def test_the_protocol_paragraph_states_sizes_validation_evaluation_and_chosen_constants():
+    record = {"parameters": {"similarity.shrinkage": {"space": [0.1, 0.5], "relative_to": "", "chosen": 0.5}}}
+    text = describe(EvaluationProtocol(train_size=5000, test_size=2000, validation=0.2), [0, 1, 2, 3, 4],
+                    [{"fit": 4000, "validation": 1000, "test": 2000}],
+                    [("similarity wip", record), ("similarity wip", record)])
+    assert "5 seeds [0, 1, 2, 3, 4]" in text and "5,000 training and 2,000 test" in text
+    assert "20% of the training draw" in text and "fit 4,000, validation 1,000, test 2,000" in text
+    assert "**inductive**" in text and "similarity wip: `shrinkage` over [0.1, 0.5]: chosen 0.5 ×2" in text
+    assert "transductive" in describe(EvaluationProtocol(evaluation="transductive", validation=0.0), [0], [], [])
+
+
+def _rows():
+    identity = lambda arch, seed: {"class": "m:Trained", "params": {"arch": arch, "seed": seed}, "view": "image"}
+    inputs = {"encoders": {"mlp-s0": identity("mlp", 0), "mlp-s1": identity("mlp", 1), "cnn-s0": identity("cnn", 0)}}
+    rows = []
+    for (s, t), v in {("mlp-s0", "mlp-s1"): 0.9, ("mlp-s1", "mlp-s0"): 0.8, ("cnn-s0", "mlp-s0"): 0.3,
+                      ("mlp-s0", "cnn-s0"): 0.5}.items():
+        rows.append({"selector": "random", "similarity": "cosine", "stitcher": "relative", "regularizer": "-",
+                     "source": s, "target": t, "seed": 0, "metric": "accuracy", "value": v, "status": "ok",
+                     "inputs": inputs})
+    return pd.DataFrame(rows)
+
+
+def test_pairs_that_differ_only_in_the_encoder_seed_are_reported_apart():
+    df = _rows()
+    kinds = pair_kinds(df)
+    assert kinds[("mlp-s0", "mlp-s1")] == "cross-seed" and kinds[("cnn-s0", "mlp-s0")] == "cross-architecture"
+    section = pair_kind_section(df, "accuracy", "higher")
+    assert "| random · cosine · relative | 0.850" in section and "| 0.400" in section
+    assert pair_kind_section(df[df["source"] != "cnn-s0"].assign(inputs=[{"encoders": {}}] * 3), "accuracy",
+                             "higher") == ""
