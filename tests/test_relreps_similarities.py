@@ -62,8 +62,10 @@ TABLE = [
     (Concat(), "orthogonal", False),
     (Concat(), "translation", False),
     (Concat(parts=["euclidean", "l1"], standardise=False), "translation", True),
-    (VQCosine(t=0.3), "orthogonal", True),
-    (VQCosine(t=0.3), "isotropic-scale", True),
+    (VQCosine(), "orthogonal", True),
+    (VQCosine(), "isotropic-scale", True),
+    (VQCosine(normalise=False), "isotropic-scale", True),  # the threshold is measured on the bank
+    (VQCosine(normalise=False), "translation", False),
 ]
 
 
@@ -107,7 +109,7 @@ def test_projections_are_differentiable():
         X.grad = None
         sim.project(X, A).sum().backward()
         assert torch.isfinite(X.grad).all() and X.grad.abs().sum() > 0, sim.name
-    vq = VQCosine(t=0.5)
+    vq = VQCosine()
     vq.fit(X.detach())
     X.grad = None
     vq.project(X, A).sum().backward()  # straight-through estimator
@@ -116,7 +118,7 @@ def test_projections_are_differentiable():
 
 def test_vq_cosine_quantises_to_centroids():
     X = _bank()
-    coarse, fine = VQCosine(t=1.5), VQCosine(t=0.05)
+    coarse, fine = VQCosine(threshold_quantile=0.5), VQCosine(threshold_quantile=0.01)
     coarse.fit(X)
     fine.fit(X)
     assert 1 <= coarse.num_centroids < fine.num_centroids <= len(X)
@@ -125,11 +127,44 @@ def test_vq_cosine_quantises_to_centroids():
     assert len(torch.unique(rel.round(decimals=6), dim=0)) <= coarse.num_centroids < len(X)
 
 
+def test_vq_threshold_is_the_quantile_of_pairwise_distances_and_leaves_real_clusters():
+    X = _bank()  # 240 rows around 6 centres
+    Z = torch.nn.functional.normalize(X, dim=1)
+    d = torch.pdist(Z)
+    counts = {}
+    for q in VQCosine.tunable["threshold_quantile"].values:
+        vq = VQCosine(threshold_quantile=q)
+        vq.fit(X)
+        assert vq.threshold == pytest.approx(float(torch.quantile(d, q)), rel=1e-6)  # fit clusters in float32
+        counts[q] = vq.num_centroids
+    # every candidate quantises (neither one cluster per row nor one cluster in all), the
+    # default into clusters of several rows, and the coarsest finds the 6 centres
+    assert all(2 <= c <= len(X) // 2 for c in counts.values()), counts
+    assert counts[0.05] > counts[0.1] > counts[0.2] == 6
+    default = VQCosine()
+    assert default.threshold_quantile == VQCosine.tunable["threshold_quantile"].values[0]
+    default.fit(X)
+    assert default.num_centroids == counts[0.1] <= len(X) // 4
+
+
+def test_vq_cluster_count_is_scale_free_without_normalisation():
+    X = _bank()
+    counts, thresholds = [], []
+    for alpha in (1e-3, 1.0, 1e3):
+        vq = VQCosine(normalise=False)
+        vq.fit(alpha * X)
+        counts.append(vq.num_centroids)
+        thresholds.append(vq.threshold / alpha)
+    assert len(set(counts)) == 1 and 2 <= counts[0] <= len(X) // 4
+    assert thresholds == pytest.approx([thresholds[1]] * 3, rel=1e-6)  # fit clusters in float32
+
+
 def test_parameter_validation():
     with pytest.raises(ValueError):
         Concat(parts=["cosine", "nope"])
-    with pytest.raises(ValueError):
-        VQCosine(t=0)
+    for q in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError, match="threshold_quantile"):
+            VQCosine(threshold_quantile=q)
     with pytest.raises(ValueError):
         RobustCosine(statistics="running")
     with pytest.raises(RuntimeError):

@@ -83,8 +83,8 @@ def uniformity(f: torch.Tensor, t: float = 2.0) -> torch.Tensor:
     """Wang & Isola (2020) uniformity of unit rows: ``log mean_{i≠j} exp(−t ‖f_i − f_j‖²)``."""
     n = len(f)
     sq = (2.0 - 2.0 * f @ f.t()).clamp_min(0.0)
-    off = ~torch.eye(n, dtype=torch.bool, device=f.device)
-    return torch.logsumexp(-t * sq[off], dim=0) - math.log(n * (n - 1))
+    diagonal = torch.eye(n, dtype=torch.bool, device=f.device)
+    return torch.logsumexp((-t * sq).masked_fill(diagonal, float("-inf")).flatten(), dim=0) - math.log(n * (n - 1))
 
 
 def align_uniform(ra: torch.Tensor, rb: torch.Tensor, t: float = 2.0) -> torch.Tensor:
@@ -99,18 +99,23 @@ def align_uniform(ra: torch.Tensor, rb: torch.Tensor, t: float = 2.0) -> torch.T
     return alignment(fa, fb) + 0.5 * (uniformity(fa, t) + uniformity(fb, t))
 
 
-def anchor_cohesion(weights: torch.Tensor, gram: torch.Tensor) -> torch.Tensor:
-    """Anchor cohesion: the mean spread of each anchor's mixture around the anchor.
+def anchor_cohesion(weights: torch.Tensor, rows: torch.Tensor, anchors: torch.Tensor | None = None) -> torch.Tensor:
+    """Anchor cohesion: the mean spread of each anchor's mixture around the anchor, relative
+    to the spread of the points it mixes.
 
-    With anchors ``a_i = Σ_j w_ij z_j`` over the subset's whitened rows ``z_j`` (Gram
-    matrix ``G = Z Zᵀ``, rows of ``w`` summing to one):
-    ``mean_i Σ_j w_ij ‖z_j − a_i‖² / s = mean_i [Σ_j w_ij G_jj − w_iᵀ G w_i] / s``, where
-    ``s = mean_j ‖z_j‖²`` (≈ d after whitening) makes it scale-free. Small when each
-    anchor mixes nearby points (PARAM: "explained primarily by nearby points in the
-    whitened space"); the weighted-variance formula is ours.
+    With anchors ``a_i = Σ_j w_ij z_j`` over the subset's rows ``z_j`` (rows of ``w``
+    summing to one): ``mean_i Σ_j w_ij ‖z_j − a_i‖² / s``, computed as
+    ``mean_i [Σ_j w_ij ‖z_j‖² − ‖a_i‖²] / s`` (``anchors``, when given, must equal
+    ``weights @ rows``), where ``s = mean_j ‖z_j − z̄‖²`` is the subset's variance: the
+    term is invariant to translating and rescaling the rows, 0 for single points and 1
+    for uniform mixtures. Small when each anchor mixes nearby points (PARAM: "explained
+    primarily by nearby points in the whitened space"); the weighted-variance formula
+    is ours.
     """
-    sq = torch.diagonal(gram)
-    spread = weights @ sq - ((weights @ gram) * weights).sum(dim=1)
+    centre = rows.mean(dim=0)
+    a = (weights @ rows if anchors is None else anchors) - centre
+    sq = (rows - centre).pow(2).sum(dim=1)
+    spread = weights @ sq - a.pow(2).sum(dim=1)
     return spread.mean() / sq.mean().clamp_min(1e-12)
 
 
