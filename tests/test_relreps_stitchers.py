@@ -1,18 +1,28 @@
 """Relative decoder vs absolute baseline on a rotated copy of a bank; determinism;
-not-achievable cells; training with the topological regularizer's adapter and with a
-between-bank (PARAM) regularizer."""
+not-achievable cells; every source through its own adapter with the topological
+regularizer; a between-bank (PARAM) regularizer."""
 
 import numpy as np
 import pytest
 import torch
 
 from relbench.interfaces import Bank, FitContext, NotAchievable, RegularizerBatch, StitchSide
+from relbench.training import predict_logits
 from relbench_metrics import Accuracy
 from relbench_param import BarlowTwinsRegularizer
 from relbench_relreps import AbsoluteDecoder, Cosine, NonStitched, RelativeDecoder
 from relbench_topology import RobustCosine, Topological
 
 D, C = 24, 6
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny tensors: one intra-op thread is fastest, and unaffected by a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def _clusters(n, seed):
@@ -87,18 +97,34 @@ def test_width_mismatch_is_not_achievable_for_absolute_only():
         ref.predict(_side("other"))
 
 
-def test_topological_regularizer_trains_an_adapter_used_only_on_its_own_encoder():
+def test_regularized_decoder_feeds_each_source_through_its_own_adapter():
+    """The source's own adapter (trained as its own fit trains it, once per side)
+    and its refitted similarity project the source into the target's head."""
     own = _side("enc", sim=RobustCosine())
-    reg = Topological(classes_per_batch=C, samples_per_class=8)
-    st = RelativeDecoder(epochs=2, lr=1e-3)
-    st.fit(own, _ctx([reg]))
-    adapter = st._adapter
-    assert adapter is not None
-    assert not torch.allclose(adapter.linear.weight, torch.eye(D))  # it trained
-    assert _acc(st.predict(own)) > 0.8
-    # another encoder (here: a per-dimension rescaled copy) is fed without the adapter
     scaled = _side("enc-scaled", lambda X: X * torch.linspace(0.5, 2.0, D), sim=RobustCosine())
-    assert _acc(st.predict(scaled)) > 0.8
+    ctx = _ctx([Topological(classes_per_batch=C, samples_per_class=8)])
+    st = RelativeDecoder(epochs=2, lr=1e-3)
+    st.fit(own, ctx)
+    assert list(own.memo.values()) == [st._fitted]  # the target's own training, kept on its side
+    assert _acc(st.predict(own)) > 0.8
+    pred = st.predict(scaled)
+    (source_own,) = scaled.memo.values()
+    assert not torch.allclose(source_own.adapter.linear.weight, torch.eye(D))  # it trained
+    torch.testing.assert_close(pred.logits, predict_logits(st._head, source_own.relative(scaled.test.X, scaled.anchors)))
+    raw = predict_logits(st._head, scaled.relative("test"))
+    assert (pred.logits - raw).abs().max() > 1e-3  # not the raw source
+    assert _acc(pred) > 0.8
+    assert set(pred.extras) == {"adapter_drift", "beta_before", "beta_after"}
+    assert pred.extras["adapter_drift"].value == pytest.approx(source_own.adapter.drift())
+    st.predict(scaled)
+    assert len(scaled.memo) == 1  # trained once per side
+    as_target = RelativeDecoder(epochs=2, lr=1e-3)
+    as_target.fit(scaled, ctx)
+    assert as_target._fitted is source_own and len(scaled.memo) == 1
+    fresh = _side("enc-scaled", lambda X: X * torch.linspace(0.5, 2.0, D), sim=RobustCosine())
+    RelativeDecoder(epochs=2, lr=1e-3).fit(fresh, ctx)  # what the source's own fit trains, from scratch
+    (fresh_own,) = fresh.memo.values()
+    assert torch.equal(fresh_own.adapter.linear.weight, source_own.adapter.linear.weight)
 
 
 def test_between_bank_regularizer_pulls_the_target_towards_its_partner():
@@ -115,15 +141,18 @@ def test_between_bank_regularizer_pulls_the_target_towards_its_partner():
     def loss(rel):
         return float(reg.loss(RegularizerBatch(YTR, {}, {"enc": rel, "other": partner.relative("train")}, trained="enc")))
 
-    with torch.no_grad():
-        adapted = st._fitted.similarity.project(st._adapter(XTR), st._adapter(own.anchors))
-    assert loss(adapted) < 0.9 * loss(own.relative("train"))
+    assert loss(st._fitted.relative(XTR, own.anchors)) < 0.9 * loss(own.relative("train"))
     assert _acc(st.predict(own)) > 0.8
+    st.predict(partner)  # the partner's own adapter trains against the target's bank
+    ((key, _),) = partner.memo.items()
+    assert key[-1] == ("enc",)
 
 
 def test_parameter_validation():
     with pytest.raises(ValueError):
         RelativeDecoder(epochs=0)
+    with pytest.raises(ValueError, match="adapter_decay"):
+        RelativeDecoder(adapter_decay=0.0)
     with pytest.raises(ValueError):
         AbsoluteDecoder(batch_size=1)
     assert np.isclose(RelativeDecoder().params()["batch_size"], 32)

@@ -2,11 +2,12 @@
 
 PARAM trains its anchors with losses *between* banks: the same samples' relative
 features in two encoders' spaces should agree. As regularizers they act on the bank a
-relative decoder trains on: a trainable adapter (identity-initialised ``Linear(d, d)``)
-sits in front of the frozen target encoder, and the loss pulls the adapted target's
-relative features towards those of every *partner* bank (the other encoders' training
-banks, fixed, each with its own anchors), so the head learns on a relative space closer
-to the ones it will be fed zero-shot. The partners are supplied by the stitching
+relative decoder trains on: a trainable adapter (identity-initialised, decayed towards
+the identity: :class:`relbench_relreps.heads.Adapter`) sits in front of the frozen
+encoder, and the loss pulls the adapted encoder's relative features towards those of
+every *partner* bank (the other encoders' training banks, fixed, each with its own
+anchors). Every encoder trains its own adapter this way, and a stitched source goes
+through its own adapter into the target's head. The partners are supplied by the stitching
 protocol (``FitContext.partners``), never including an encoder the unit holds out; rows
 record them (``partner_banks``) and are marked ``needs_both_spaces``, like Procrustes'.
 
@@ -49,13 +50,25 @@ class _BetweenBanks(Regularizer):
     needs_adapter: ClassVar[bool] = True
     needs_partner_banks: ClassVar[bool] = True
 
+    def _check_weight(self) -> None:
+        """Refuse a non-positive ``weight`` (every subclass has one): at 0 the
+        regularizer is inert."""
+        weight = self.weight  # type: ignore[attr-defined]
+        if not weight > 0:
+            raise ValueError(
+                f"{self.name}: weight must be positive, got {weight}. With weight 0 the loss adds nothing, yet the "
+                f"decoder would still train an adapter and receive the partner banks, and its rows would carry the "
+                f"regularizer's label and be marked as having seen both spaces while reporting an unregularized "
+                f"decoder. Give it a positive weight, or drop the regularizer from the grid (the `none` entry gives "
+                f"the unregularized decoder).")
+
 
 @dataclass
 class SoftJaccardRegularizer(_BetweenBanks):
     """Soft-Jaccard loss between banks' relative features (PARAM), as a regularizer.
 
     Parameters:
-        weight: multiplier of the loss. Default 1.0 (our choice).
+        weight: multiplier of the loss, positive. Default 1.0 (our choice).
         temperature: temperature of the anchor-wise activation profiles. Default 1.0
             (our choice; see relbench_param.losses.soft_jaccard).
     """
@@ -65,8 +78,9 @@ class SoftJaccardRegularizer(_BetweenBanks):
     temperature: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.weight < 0 or self.temperature <= 0:
-            raise ValueError("soft-jaccard: weight must be ≥ 0 and temperature positive")
+        self._check_weight()
+        if self.temperature <= 0:
+            raise ValueError(f"soft-jaccard: temperature must be positive, got {self.temperature}")
 
     def loss(self, batch: RegularizerBatch) -> torch.Tensor:
         """Weighted mean Soft-Jaccard loss between the trained bank and each partner bank."""
@@ -78,7 +92,7 @@ class BarlowTwinsRegularizer(_BetweenBanks):
     """Barlow Twins loss between banks' relative features (PARAM, after Zbontar et al. 2021), as a regularizer.
 
     Parameters:
-        weight: multiplier of the loss. Default 1.0 (our choice).
+        weight: multiplier of the loss, positive. Default 1.0 (our choice).
         lam: off-diagonal weight λ. Default 5e-3 (Zbontar et al.).
     """
 
@@ -87,8 +101,9 @@ class BarlowTwinsRegularizer(_BetweenBanks):
     lam: float = 5e-3
 
     def __post_init__(self) -> None:
-        if self.weight < 0 or self.lam < 0:
-            raise ValueError("barlow-twins: weight and lam must be ≥ 0")
+        self._check_weight()
+        if self.lam < 0:
+            raise ValueError(f"barlow-twins: lam must be ≥ 0, got {self.lam}")
 
     def loss(self, batch: RegularizerBatch) -> torch.Tensor:
         """Weighted mean Barlow Twins loss between the trained bank and each partner bank."""
@@ -100,7 +115,7 @@ class AlignUniformRegularizer(_BetweenBanks):
     """Alignment–uniformity loss between banks' relative features (PARAM, after Wang & Isola 2020), as a regularizer.
 
     Parameters:
-        weight: multiplier of the loss. Default 1.0 (our choice).
+        weight: multiplier of the loss, positive. Default 1.0 (our choice).
         t: uniformity temperature t. Default 2.0 (Wang & Isola).
     """
 
@@ -109,8 +124,9 @@ class AlignUniformRegularizer(_BetweenBanks):
     t: float = 2.0
 
     def __post_init__(self) -> None:
-        if self.weight < 0 or self.t <= 0:
-            raise ValueError("align-uniform: weight must be ≥ 0 and t positive")
+        self._check_weight()
+        if self.t <= 0:
+            raise ValueError(f"align-uniform: t must be positive, got {self.t}")
 
     def loss(self, batch: RegularizerBatch) -> torch.Tensor:
         """Weighted mean alignment–uniformity loss between the trained bank and each partner bank."""

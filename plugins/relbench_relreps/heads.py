@@ -6,17 +6,32 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 from relbench.interfaces import Regularizer, RegularizerBatch, Similarity
-from relbench.training import NonFinite, HeadSettings, train_loop
+from relbench.training import NonFinite, HeadSettings, finish_training, minibatches, seeded_generator, train_loop
+
+#: the adapter's default decay weight towards the identity (see :class:`Adapter`)
+ADAPTER_DECAY = 0.1
+#: at most this many of the first epoch's batches are shown to a regularizer's
+#: ``prepared`` hook (to measure scales such as topological densification's β)
+CALIBRATION_BATCHES = 64
+
 
 class Adapter(nn.Module):
-    """A trainable ``Linear(d, d)`` initialised to the identity, placed in front of a
-    frozen encoder so that regularizers acting on the embeddings have something to move."""
+    """A trainable affine map ``x ↦ W x + b`` in front of a frozen encoder, started at
+    the identity (``W = I``, ``b = 0``), so that regularizers acting on the embeddings,
+    or on relative features computed from them, have something to move.
+
+    Its constraint is a decay towards the identity: the training adds
+    ``adapter_decay · (‖W − I‖²_F + ‖b‖²)`` (:meth:`penalty`) to the loss, so one
+    encoder's adapter stays close to the identity map it starts from. An orthogonality
+    constraint was the alternative; it would make the term before the projection inert
+    (distances, hence death times, are invariant under orthogonal maps and shifts).
+    """
 
     def __init__(self, dim: int):
         super().__init__()
@@ -28,15 +43,36 @@ class Adapter(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear(x)
 
+    def penalty(self) -> torch.Tensor:
+        """``‖W − I‖²_F + ‖b‖²``: the squared distance of the map's parameters from the identity's."""
+        W, b = self.linear.weight, self.linear.bias
+        return (W - torch.eye(len(W), device=W.device, dtype=W.dtype)).pow(2).sum() + b.pow(2).sum()
+
+    @torch.no_grad()
+    def drift(self) -> float:
+        """``‖W − I‖_F / ‖I‖_F``: how far the linear part has moved, relative to the identity."""
+        W = self.linear.weight
+        return float((W - torch.eye(len(W), device=W.device, dtype=W.dtype)).norm() / len(W) ** 0.5)
+
 
 @dataclass
 class AdaptedRelative:
     """What training with regularizers leaves behind: the adapter (or None), the
-    similarity refitted on the adapted bank, and the head."""
+    similarity refitted on the adapted bank, the head, and the regularizers as
+    prepared for this training (their measured scales: ``diagnostics()``)."""
 
     adapter: Adapter | None
     similarity: Similarity
     head: nn.Module
+    regularizers: list[Regularizer] = field(default_factory=list)
+
+    @torch.no_grad()
+    def relative(self, X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+        """Relative features of ``X`` on anchors ``A`` of this encoder, through its
+        adapter and refitted similarity."""
+        if self.adapter is None:
+            return self.similarity.project(X, A)
+        return self.similarity.project(self.adapter(X), self.adapter(A))
 
 
 def train_relative_with_regularizers(
@@ -50,9 +86,11 @@ def train_relative_with_regularizers(
     num_classes: int,
     seed: int,
     partners: dict[str, torch.Tensor] | None = None,
+    adapter_decay: float = ADAPTER_DECAY,
+    evaluation: str = "inductive",
 ) -> AdaptedRelative:
     """Train (adapter →) relative projection → head with cross-entropy plus every
-    regularizer's loss.
+    regularizer's loss (plus the adapter's decay towards the identity).
 
     ``partners`` (encoder → fixed relative training features, rows aligned with ``X``)
     join every batch's :class:`RegularizerBatch` under their own names, for regularizers
@@ -63,7 +101,18 @@ def train_relative_with_regularizers(
     asks wins). With an adapter the similarity is a private copy refitted on the adapted
     training bank at the start of every epoch and once more at the end, so per-bank
     statistics (robust cosine, vq-cosine) follow the adapter as a BatchNorm's running
-    statistics would.
+    statistics would. At the end the head's normalisation statistics are fixed on the
+    final relative training features (:func:`relbench.training.finish_training` with
+    ``evaluation``).
+
+    A regularizer with a ``prepared(batches, steps)`` method gets the batches of the
+    first epoch (at most :data:`CALIBRATION_BATCHES`, computed before any step, through
+    the identity adapter) and the number of optimiser steps, and returns the copy that
+    trains (topological densification measures its β there).
+
+    Raises ``ValueError`` when a regularizer's loss has no trainable path (it would add
+    a constant and train nothing), e.g. a term on the relative features of a frozen
+    encoder without an adapter.
     """
     torch.manual_seed(seed)
     device = X.device
@@ -81,17 +130,38 @@ def train_relative_with_regularizers(
             with torch.no_grad():
                 sim.fit(adapter(X))
 
-    def step_loss(idx: torch.Tensor) -> torch.Tensor:
+    def batch_of(idx: torch.Tensor) -> RegularizerBatch:
         idx = idx.to(device)
         emb = adapter(X[idx]) if adapter is not None else X[idx]
-        anchors = adapter(A) if adapter is not None else A
-        rel = sim.project(emb, anchors)
-        loss = nn.functional.cross_entropy(head(rel), y[idx])
+        rel = sim.project(emb, adapter(A) if adapter is not None else A)
         fixed = {name: F[idx] for name, F in (partners or {}).items()}
-        batch = RegularizerBatch(labels=y[idx], embeddings={encoder: emb}, relative={encoder: rel, **fixed},
-                                 trained=encoder)
+        return RegularizerBatch(labels=y[idx], embeddings={encoder: emb}, relative={encoder: rel, **fixed},
+                                trained=encoder)
+
+    refit()
+    first_epoch = [idx for idx in minibatches(len(X), settings.batch_size, seeded_generator(seed), y.cpu(), balanced)
+                   if len(idx) >= 2]
+    steps = settings.epochs * len(first_epoch)
+    if any(hasattr(r, "prepared") for r in regularizers):
+        with torch.no_grad():
+            shown = [batch_of(idx) for idx in first_epoch[:CALIBRATION_BATCHES]]
+        regularizers = [r.prepared(shown, steps) if hasattr(r, "prepared") else r for r in regularizers]
+
+    def step_loss(idx: torch.Tensor) -> torch.Tensor:
+        batch = batch_of(idx)
+        loss = nn.functional.cross_entropy(head(batch.relative[encoder]), batch.labels)
+        if adapter is not None:
+            loss = loss + adapter_decay * adapter.penalty()
         for reg in regularizers:
             term = reg.loss(batch)
+            if not term.requires_grad:
+                raise ValueError(
+                    f"regularizer {reg.name!r} trains nothing for encoder {encoder!r}: its loss has no path to a "
+                    f"trainable parameter (the encoder is frozen, and "
+                    f"{'the terms it reads do not pass through the adapter' if adapter is not None else 'no adapter was inserted because no regularizer declares needs_adapter'}), "
+                    f"so it would add a constant and the row would silently report the unregularized decoder. Make "
+                    f"the regularizer act on the adapted embeddings or the relative features of the trained bank "
+                    f"(and declare needs_adapter), or drop it from the grid.")
             if not torch.isfinite(term):
                 raise NonFinite(f"regularizer {reg.name!r} returned a non-finite loss ({float(term)}) for a training "
                                 f"batch of encoder {encoder!r}")
@@ -102,7 +172,8 @@ def train_relative_with_regularizers(
     train_loop(params, len(X), step_loss, epochs=settings.epochs, lr=settings.lr, batch_size=settings.batch_size,
                seed=seed, labels=y, balanced=balanced, on_epoch=refit)
     refit()
-    head.eval()
     if adapter is not None:
         adapter.eval()
-    return AdaptedRelative(adapter, sim, head)
+    fitted = AdaptedRelative(adapter, sim, head, list(regularizers))
+    finish_training(head, fitted.relative(X, A), evaluation)
+    return fitted

@@ -53,19 +53,28 @@ def death_times(points: torch.Tensor) -> torch.Tensor:
     return diff.pow(2).sum(dim=1).clamp_min(1e-12).sqrt()
 
 
-def class_death_times(points: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Death times of each class's points, concatenated (classes with one point have none).
+def death_times_per_class(points: torch.Tensor, labels: torch.Tensor) -> list[torch.Tensor]:
+    """The death times of each class's points, one tensor per class with two or more
+    points (in sorted label order; a class with one point has no edge and is left out).
 
     Classes of equal size (the usual class-balanced batch) share one batched MST."""
     classes, counts = torch.unique(labels, return_counts=True)
-    parts = []
+    per_class: dict[int, torch.Tensor] = {}
     for size in torch.unique(counts).tolist():
         if size < 2:
             continue
-        members = [torch.nonzero(labels == c).flatten() for c in classes[counts == size]]
-        group = points[torch.stack(members)]  # C × size × d
+        chosen = classes[counts == size]
+        members = torch.stack([torch.nonzero(labels == c).flatten() for c in chosen])
+        group = points[members]  # C × size × d
         edges = mst_edges(torch.cdist(group.detach(), group.detach()))  # C × (size−1) × 2
-        picked = group.gather(1, edges.reshape(len(members), -1, 1).expand(-1, -1, group.shape[2]))
-        picked = picked.reshape(len(members), size - 1, 2, group.shape[2])
-        parts.append((picked[:, :, 0] - picked[:, :, 1]).pow(2).sum(dim=2).clamp_min(1e-12).sqrt().flatten())
+        picked = group.gather(1, edges.reshape(len(chosen), -1, 1).expand(-1, -1, group.shape[2]))
+        picked = picked.reshape(len(chosen), size - 1, 2, group.shape[2])
+        lengths = (picked[:, :, 0] - picked[:, :, 1]).pow(2).sum(dim=2).clamp_min(1e-12).sqrt()
+        per_class.update(zip(chosen.tolist(), lengths))
+    return [per_class[c] for c in sorted(per_class)]
+
+
+def class_death_times(points: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Death times of each class's points, concatenated (classes with one point have none)."""
+    parts = death_times_per_class(points, labels)
     return torch.cat(parts) if parts else points.new_zeros(0)

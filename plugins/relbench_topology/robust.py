@@ -25,17 +25,25 @@ class RobustCosine(Similarity):
     Parameters
     ----------
     statistics : "train" | "batch", default "train"
-        Where the mean and standard deviation come from. "train": fitted by ``fit`` on
-        the bank's training embeddings and reused for every projection (the
-        frozen-encoder reading of the authors' parameter-free BatchNorm). "batch":
-        computed on the rows passed together to one ``project`` call and applied to
-        those rows and to the anchors alike (the poster's "Gaussian normalization with
-        respect to a batch"). What that set of rows is depends on the caller: the plain
-        relative decoder projects a whole split at once, so there "batch" means
-        per-split statistics (training split when training, the source's test split when
-        predicting); training with an adapter projects every minibatch separately, so
-        there it means per-minibatch statistics while training and per-split statistics
-        when predicting.
+        Where the mean and standard deviation come from.
+
+        ``train`` (default, inductive): fitted by ``fit`` on the bank's training
+        embeddings (the runner fits each bank's copy on its training split; the relative
+        decoder's adapter training refits its copy on the adapted training bank) and
+        reused for every projection, inputs and anchors alike: the frozen-encoder
+        reading of the authors' parameter-free BatchNorm at evaluation (running
+        statistics of the training data). A row's projection depends on that row alone,
+        so projecting one test row equals projecting it inside its split.
+
+        ``batch`` (**transductive** when evaluating): computed on the rows passed
+        together to one ``project`` call and applied to those rows and to the anchors
+        (the poster's "Gaussian normalization with respect to a batch", i.e. a
+        BatchNorm kept in training mode). Whoever projects a split at once makes every
+        test row's features depend on the other test rows: the relative decoder projects
+        a whole split at once (the source's test split when predicting), and training
+        with an adapter projects every minibatch separately (per-minibatch statistics
+        while training, per-split statistics when predicting). Never the default; choose
+        it only for a transductive protocol.
     eps : float, default 1e-5
         Added to the standard deviation (BatchNorm's default).
     """
