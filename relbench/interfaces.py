@@ -427,6 +427,18 @@ class Regularizer(Plugin, ABC):
     def loss(self, batch: RegularizerBatch) -> torch.Tensor:
         """A scalar loss (already weighted) for this batch."""
 
+    def prepared(self, batches: Sequence[RegularizerBatch], steps: int) -> "Regularizer":
+        """The regularizer ready for one training: shown the first epoch's batches (before
+        any step) and the number of optimiser steps, it may measure a scale of the space
+        (topological densification's β as a quantile of death times) or plan a schedule.
+        Returns a configured copy (default: ``self``, nothing to measure)."""
+        return self
+
+    def diagnostics(self) -> dict[str, Diagnostic]:
+        """Numbers measured by :meth:`prepared` (absolute β …), reported in every cell of
+        the unit as diagnostics (default: none)."""
+        return {}
+
 
 # --------------------------------------------------------------------------------------
 # Stitcher

@@ -142,10 +142,10 @@ def train_relative_with_regularizers(
     first_epoch = [idx for idx in minibatches(len(X), settings.batch_size, seeded_generator(seed), y.cpu(), balanced)
                    if len(idx) >= 2]
     steps = settings.epochs * len(first_epoch)
-    if any(hasattr(r, "prepared") for r in regularizers):
+    if regularizers:
         with torch.no_grad():
             shown = [batch_of(idx) for idx in first_epoch[:CALIBRATION_BATCHES]]
-        regularizers = [r.prepared(shown, steps) if hasattr(r, "prepared") else r for r in regularizers]
+        regularizers = [r.prepared(shown, steps) for r in regularizers]
 
     def step_loss(idx: torch.Tensor) -> torch.Tensor:
         batch = batch_of(idx)

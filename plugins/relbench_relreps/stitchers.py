@@ -152,8 +152,7 @@ class RelativeDecoder(Stitcher):
             feats = own.relative(source.test.X, source.anchors)
             extras["adapter_drift"] = Diagnostic(own.adapter.drift(), "neutral")
             for reg in self._fitted.regularizers:
-                if hasattr(reg, "diagnostics"):
-                    extras.update(reg.diagnostics())
+                extras.update(reg.diagnostics())
         else:
             _check_relative(source)
             feats = source.relative("test")
