@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -41,6 +42,16 @@ def write_yaml(tmp_path):
         return path
 
     return _write
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_thread():
+    """The tests' tensors are tiny: one intra-op thread is fastest, and unaffected by a
+    busy machine (two threads made small training steps many times slower on 2 cores)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(autouse=True)

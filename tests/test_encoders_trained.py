@@ -14,14 +14,6 @@ from relbench_encoders.precomputed import MissingIds, PrecomputedEncoder
 from relbench_encoders.trained import TrainedEncoder
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny nets train faster on one thread (and never oversubscribe a busy CPU)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def digits_ctx(tmp_path, n=600):
     d = load_digits()

@@ -35,15 +35,6 @@ def ctx(banks, excluded=frozenset(), seed=0, k=16, similarity=None):
 FAST = dict(subset_size=60, epochs=15, batch_size=100)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These trainings use tiny tensors: a second intra-op thread gains nothing and, on a
-    shared 2-core machine, spin-waits slow each step by an order of magnitude."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def test_recipe_rows_are_convex_and_realise_in_the_held_out_bank():
     banks = toy_banks()

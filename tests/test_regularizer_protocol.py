@@ -25,14 +25,6 @@ A = X[:12]
 SETTINGS = head_settings("text", 2, 1e-2, 16, 16)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread is fastest, and unaffected by a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def _topological(**params):
     return Topological(classes_per_batch=C, samples_per_class=8, **params)

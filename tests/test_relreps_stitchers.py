@@ -16,14 +16,6 @@ from relbench_topology import RobustCosine, Topological
 D, C = 24, 6
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread is fastest, and unaffected by a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def _clusters(n, seed):
     g = torch.Generator().manual_seed(seed)

@@ -14,14 +14,6 @@ from relbench_topology.persistence import class_death_times, death_times, death_
 from relbench_topology.regularizer import cyclical_schedule, densification_loss
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread is fastest, and unaffected by a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_death_times_equal_scipy_mst_edge_lengths(seed):
