@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from relbench.protocol import EvaluationProtocol, describe
-from relbench_stitching.page import pair_kind_section, pair_kinds
+from relbench.pages import Page
+from relbench_stitching.page import pair_kind_section, pair_kinds, stitching_page
 
 
 def test_the_protocol_paragraph_states_sizes_validation_evaluation_and_chosen_constants():
@@ -31,11 +32,13 @@ def _rows():
     return pd.DataFrame(rows)
 
 
-def test_pairs_that_differ_only_in_the_encoder_seed_are_reported_apart():
+def test_pairs_that_differ_only_in_the_encoder_seed_are_reported_apart(tmp_path):
     df = _rows()
     kinds = pair_kinds(df)
     assert kinds[("mlp-s0", "mlp-s1")] == "cross-seed" and kinds[("cnn-s0", "mlp-s0")] == "cross-architecture"
-    section = pair_kind_section(df, "accuracy", "higher")
+    section = pair_kind_section(df, kinds, "accuracy", "higher")
     assert "| random · cosine · relative | 0.850" in section and "| 0.400" in section
-    assert pair_kind_section(df[df["source"] != "cnn-s0"].assign(inputs=[{"encoders": {}}] * 3), "accuracy",
-                             "higher") == ""
+    assert pair_kind_section(df, pair_kinds(df.assign(inputs=[{"encoders": {}}] * 4)), "accuracy", "higher") == ""
+    # the page computes the kinds from the full rows (the stored inputs), before narrowing them
+    page = stitching_page(df.assign(direction="higher", extra=[{}] * 4, error=None), Page(tmp_path, "t"))
+    assert "### Cross-seed and cross-architecture pairs" in page

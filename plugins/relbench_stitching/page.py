@@ -203,10 +203,10 @@ def pair_kinds(df: pd.DataFrame) -> dict[tuple[str, str], str]:
     return out
 
 
-def pair_kind_section(df: pd.DataFrame, metric: str, direction: str) -> str:
-    """Stitched means over cross-seed pairs apart from cross-architecture pairs, when a
-    task has both (same architecture, different training seed vs different networks)."""
-    kinds = pair_kinds(df)
+def pair_kind_section(df: pd.DataFrame, kinds: dict[tuple[str, str], str], metric: str, direction: str) -> str:
+    """Stitched means over cross-seed pairs apart from cross-architecture pairs
+    (``kinds``: :func:`pair_kinds`), when a task has both (same architecture, different
+    training seed vs different networks)."""
     if len(set(kinds.values())) < 2:
         return ""
     d = df[(df["metric"] == metric) & (df["status"] == "ok") & (df["source"] != df["target"])].copy()
@@ -229,6 +229,7 @@ def pair_kind_section(df: pd.DataFrame, metric: str, direction: str) -> str:
 
 def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False) -> str:
     """Body of a stitching task's page (``held_out``: the task uses the held-out protocol)."""
+    kinds = pair_kinds(df)
     df = _prepared(df)
     metrics = common_metrics(df)
     if not metrics:
@@ -301,7 +302,7 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False) -> str:
         for _, r in absolute.iterrows():
             link = _heatmap(df, primary, dict(r[COMBO]), page, f"{primary} {combo_label(r)}")
             lines.append(f"Reference for comparison ({combo_label(r)}):\n\n![heatmap]({link})\n")
-    lines.append(pair_kind_section(df, primary, direction[primary]))
+    lines.append(pair_kind_section(df, kinds, primary, direction[primary]))
     if held_out:
         lines.append(held_out_section(df, primary, page))
     errors = df[df["status"] == "error"]
