@@ -104,6 +104,13 @@ def _wait_for(predicate, timeout: float) -> bool:
     return predicate()
 
 
+def _default_sigint() -> None:
+    """In the child: SIGINT back to its default action. A test run started in the
+    background by a shell without job control inherits SIGINT ignored, and these tests
+    are about what SIGINT does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_run(folder: Path, *args: str, sleep: float = 900) -> subprocess.Popen:
     """`relbench run -j 2` on the two slow tasks, in ``folder`` (its worker logs too)."""
     (folder / "slow_plugin.py").write_text(SLOW_PLUGIN)
@@ -111,7 +118,8 @@ def _start_run(folder: Path, *args: str, sleep: float = 900) -> subprocess.Popen
     env = {**os.environ, "RELBENCH_PLUGINS": "slow_plugin", "SLEEPY_SECONDS": str(sleep), "TMPDIR": str(folder),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
     return subprocess.Popen([sys.executable, "-m", "relbench.cli", "run", "tasks.yaml", "-j", "2", *args],
-                            cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
 
 
 def test_workers_run_every_task_to_the_end(tmp_path):
@@ -171,7 +179,8 @@ def test_sigint_to_the_parent_alone_stops_the_workers(slow_run, tmp_path):
 
 
 def _spawn(script: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *args], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *args], stdout=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
 
 
 def test_stop_interrupts_then_terminates_then_kills():
