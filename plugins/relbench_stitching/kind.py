@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -62,6 +62,15 @@ class Combination:
 
 
 COMBO = ("selector", "similarity", "stitcher", "regularizer")
+
+
+class Fitted(NamedTuple):
+    """One candidate's fit: the stitcher and what it was fitted with."""
+
+    stitcher: object
+    anchors: object
+    similarity: PluginSpec | None
+    partners: dict
 
 
 def expand_grid(task: Task) -> list[Combination]:
@@ -217,9 +226,7 @@ class Stitching(TaskKind):
             target, sources = target_spec.label, [s.label for s in source_specs]
             excluded = frozenset(h.label for h in held)
             with run.unit(self._key(seed, combo, target_spec, held)) as rows:
-                fits = {}
-
-                def fit(cand: Candidate):
+                def fit(cand: Candidate) -> Fitted:
                     specs = cand.specs
                     sel, sim_spec = specs.get("selector"), specs.get("similarity")
                     anchors = run.anchors(seed, sel, excluded, similarity=sim_spec) if sel else None
@@ -236,20 +243,17 @@ class Stitching(TaskKind):
                                      modality=run.modality(target), regularizers=regs, partners=partners,
                                      evaluation=protocol.evaluation)
                     stitcher.fit(side(target, sim_spec, anchors), ctx)
-                    fits[id(stitcher)] = (anchors, sim_spec, partners)
-                    return stitcher
+                    return Fitted(stitcher, anchors, sim_spec, partners)
 
-                def validation_score(stitcher) -> float:
-                    anchors, sim_spec, _ = fits[id(stitcher)]
-                    own = side(target, sim_spec, anchors)
-                    pred = stitcher.predict(own.evaluated_on("validation"))
+                def validation_score(fitted: Fitted) -> float:
+                    own = side(target, fitted.similarity, fitted.anchors)
+                    pred = fitted.stitcher.predict(own.evaluated_on("validation"))
                     y_true = own.validation.labels.cpu().numpy()
                     return metrics[0][1].compute(y_true, pred.logits.argmax(dim=1).cpu().numpy())
 
                 cands = candidates(combo.specs(), enabled=protocol.validation > 0)
                 choice = choose(cands, fit, validation_score, metrics[0][1].direction(), metrics[0][0])
-                stitcher = choice.fitted
-                anchors, sim_spec, partners = fits[id(stitcher)]
+                stitcher, anchors, sim_spec, partners = choice.fitted
                 cls = combo.stitcher.cls
                 sizes = {"fit": len(banks["train"][target].ids), "test": len(banks["test"][target].ids),
                          "validation": len(banks["validation"][target].ids) if "validation" in banks else 0}
