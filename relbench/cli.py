@@ -195,7 +195,16 @@ def _summary(stats) -> str:
     return (f"encoded {stats.encoded} (encoder, split) banks, reused {stats.cached} from the cache; "
             f"ran {stats.units_done} units ({recomputed} recomputed{f' — {why}' if why else ''}; "
             f"{stats.units_done - recomputed} new, retried or forced), reused {stats.units_skipped} already "
-            f"finished with the same identity.")
+            f"finished with the same identity." + _shared_summary(stats))
+
+
+def _shared_summary(stats) -> str:
+    """`` Shared work: head 120 computed, 294 reused.`` (empty when nothing was shared)."""
+    names = sorted(set(stats.shared_computed) | set(stats.shared_reused))
+    if not names:
+        return ""
+    return " Shared work: " + "; ".join(f"{name} {stats.shared_computed[name]} computed, "
+                                         f"{stats.shared_reused[name]} reused" for name in names) + "."
 
 
 def _run(args, registry) -> int:

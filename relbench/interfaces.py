@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 import numpy as np
 import torch
 
+from relbench.sharing import SharedWork
+
 if TYPE_CHECKING:  # only for annotations: the core modules import this one
     import pandas as pd
 
@@ -528,6 +530,10 @@ class FitContext:
     #: ``transductive``: batch statistics of the evaluated split, as the reference
     #: code's head does at test time. Recorded in every row.
     evaluation: Literal["inductive", "transductive"] = "inductive"
+    #: results shared by every unit of this seed of the task (:mod:`relbench.sharing`):
+    #: a fit that several stitchers repeat (the absolute head every translation
+    #: stitcher trains) is computed once; key it by everything it depends on
+    shared: SharedWork = field(default_factory=SharedWork, repr=False)
 
 
 @dataclass
@@ -670,6 +676,10 @@ class TaskRunAPI(Protocol):
 
     def modality(self, label: str) -> str:
         """The modality of the view encoder ``label`` reads."""
+
+    def shared(self, seed: int) -> SharedWork:
+        """The memo of work shared by the units of seed ``seed`` (one seed at a time:
+        asking for another seed starts a fresh one); see :mod:`relbench.sharing`."""
 
     def is_done(self, key: UnitKey) -> bool:
         """Whether the unit is stored with its current identity (and not forced)."""

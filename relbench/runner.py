@@ -46,6 +46,7 @@ from relbench.interfaces import (
 from relbench.plugins import Registry
 from relbench.protocol import Draw, draw
 from relbench.results import ResultStore, environment, git_revision
+from relbench.sharing import SharedWork
 from relbench.training import NonFinite
 from relbench.rows import TASK_ERROR, display_key, flat_row
 
@@ -134,6 +135,9 @@ class RunStats:
     recomputed: Counter = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
     not_achievable: int = 0
+    #: shared work (:mod:`relbench.sharing`) by what it is: computed once, reused after
+    shared_computed: Counter = field(default_factory=Counter)
+    shared_reused: Counter = field(default_factory=Counter)
 
 
 class TaskRun:
@@ -151,6 +155,7 @@ class TaskRun:
         self._anchors: dict[str, Anchors] = {}
         self._draws: dict[int, Draw] = {}
         self._pools: dict[str, dict[str, Bank]] = {}
+        self._shared: tuple[int, SharedWork] | None = None
         self._task_inputs: dict | None = None
         self._plan: TaskPlan | None = None
         self._by_display: dict[str, PlannedUnit] = {}
@@ -388,6 +393,23 @@ class TaskRun:
                 banks[spec.label] = self._embed(spec, data, "train", view)
             self._pools[dataset_name] = banks
         return self._pools[dataset_name]
+
+    def shared(self, seed: int) -> SharedWork:
+        """The memo of work shared by the units of seed ``seed`` (see
+        :mod:`relbench.sharing`); asking for another seed drops the previous seed's, after
+        adding its counts to the run's statistics."""
+        if self._shared is None or self._shared[0] != seed:
+            self.drop_shared()
+            self._shared = (seed, SharedWork())
+        return self._shared[1]
+
+    def drop_shared(self) -> None:
+        """Free the shared work, adding what it counted to the run's statistics."""
+        if self._shared is not None:
+            work = self._shared[1]
+            self.runner.stats.shared_computed.update(work.computed)
+            self.runner.stats.shared_reused.update(work.reused)
+            self._shared = None
 
     # -------------------------------------------------------------- anchors
 
@@ -634,4 +656,6 @@ class Runner:
             self._task_failed(task_run, exc)
         else:
             self._clear_task_error(task)
+        finally:
+            task_run.drop_shared()
         self.say(f"== task {task.name} finished in {time.perf_counter() - t0:.1f}s ==")

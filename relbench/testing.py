@@ -27,6 +27,7 @@ from relbench.identity import key_json
 from relbench.protocol import EvaluationProtocol
 from relbench.interfaces import AnchorContext, Anchors, Bank, DatasetData, ResultRow, UnitKey
 from relbench.rows import display_key, flat_row
+from relbench.sharing import SharedWork
 
 
 def spec(cls: type, interface: str | None = None, label: str | None = None, **params: Any) -> PluginSpec:
@@ -61,6 +62,7 @@ class TaskRunDouble:
         self.kind.validate(task)  # what loading a tasks file would refuse, the double refuses too
         self.device = torch.device("cpu")
         self._banks, self._data, self._tmp, self._modality = banks, dataset, tmp, modality
+        self.shared_log: list[tuple[int, SharedWork]] = []
         self._plan = {key_json(display_key(k)) for k in self.kind.plan(task)}
         self._done: set[str] = set()
         #: the displayed keys of the units computed, in order
@@ -105,6 +107,13 @@ class TaskRunDouble:
     def modality(self, label: str) -> str:
         """The modality given to the double (default ``image``)."""
         return self._modality
+
+    def shared(self, seed: int) -> SharedWork:
+        """The seed's shared-work memo (one seed at a time, as the runner keeps it);
+        :attr:`shared_log` keeps every seed's memo, so tests can read what was reused."""
+        if not self.shared_log or self.shared_log[-1][0] != seed:
+            self.shared_log.append((seed, SharedWork()))
+        return self.shared_log[-1][1]
 
     def _checked(self, key: UnitKey) -> str:
         k = key_json(display_key(key))

@@ -8,7 +8,7 @@ same way for everyone, so that heads are comparable across methods.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -317,6 +317,26 @@ def head_settings(modality: str, epochs: int | None, lr: float | None, hidden: i
     act, blocks, d_lr, d_epochs = MODALITY_DEFAULTS.get(modality, MODALITY_DEFAULTS["text"])
     return HeadSettings(act, blocks, d_lr if lr is None else lr, d_epochs if epochs is None else epochs,
                         hidden, batch_size)
+
+
+def fit_reference_head(X: torch.Tensor, y: torch.Tensor, settings: HeadSettings, *, num_classes: int, seed: int,
+                       evaluation: str = "inductive") -> nn.Module:
+    """A :class:`ReferenceHead` of ``settings`` trained on ``X`` (labels ``y``), seeded
+    with ``seed``: the head the absolute baseline, the non-stitched reference and the
+    translation stitchers train on a target's absolute space."""
+    torch.manual_seed(seed)
+    head = settings.build(X.shape[1], num_classes, X.device)
+    return train_classifier(head, X, y.long(), epochs=settings.epochs, lr=settings.lr,
+                            batch_size=settings.batch_size, seed=seed, evaluation=evaluation)
+
+
+def head_key(encoder: str, variant: str, settings: HeadSettings, *, num_classes: int, seed: int,
+             evaluation: str) -> tuple:
+    """The :class:`~relbench.sharing.SharedWork` key of a head trained on the fit part
+    of ``encoder``'s bank: ``variant`` names the architecture beyond ``settings``
+    (``"reference"`` for :func:`fit_reference_head`), then every setting, the number of
+    classes, the seed and the evaluation."""
+    return ("head", encoder, variant, asdict(settings), num_classes, seed, evaluation)
 
 
 def validate_head_params(epochs: int | None, lr: float | None, hidden: int, batch_size: int) -> None:

@@ -19,7 +19,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from relbench.training import head_settings, train_classifier
+from relbench.training import fit_reference_head, head_settings, train_classifier
 
 HeadKind = Literal["reference", "mlp"]
 ACTIVATIONS = ("cos", "relu", "tanh")
@@ -65,12 +65,21 @@ def fit_absolute_head(
     statistics on ``X``.
     """
     settings = head_settings(modality, epochs, lr, hidden, batch_size)
+    if head_variant(kind, modality, activation, text_relu) == "reference":
+        return fit_reference_head(X, y, settings, num_classes=num_classes, seed=seed, evaluation=evaluation)
     torch.manual_seed(seed)
     if kind == "reference":
-        head = settings.build(X.shape[1], num_classes, X.device)
-        if text_relu and modality != "image":
-            head = nn.Sequential(head, nn.ReLU())
+        head = nn.Sequential(settings.build(X.shape[1], num_classes, X.device), nn.ReLU())
     else:
         head = mlp_head(X.shape[1], hidden, num_classes, activation).to(X.device)
     return train_classifier(head, X, y.long(), epochs=settings.epochs, lr=settings.lr,
                             batch_size=settings.batch_size, seed=seed, evaluation=evaluation)
+
+
+def head_variant(kind: HeadKind, modality: str, activation: str = "relu", text_relu: bool = False) -> str:
+    """The architecture :func:`fit_absolute_head` trains, beyond its settings:
+    ``reference`` (the harness's reference head, the one the absolute baseline trains),
+    ``reference+relu`` (with the text ReLU on the logits) or ``mlp-<activation>``."""
+    if kind == "reference":
+        return "reference+relu" if text_relu and modality != "image" else "reference"
+    return f"mlp-{activation}"

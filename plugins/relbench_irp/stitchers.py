@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from relbench.interfaces import Bank, Diagnostic, FitContext, Prediction, StitchSide, Stitcher
-from relbench.training import predict_logits
-from relbench_irp.heads import HeadKind, fit_absolute_head
+from relbench.training import head_key, head_settings, predict_logits
+from relbench_irp.heads import HeadKind, fit_absolute_head, head_variant
 from relbench_irp.maps import Scaling, affine_fit, procrustes_fit
 from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise
 
@@ -80,16 +80,21 @@ class AbsoluteTranslationStitcher(Stitcher):
 
     def fit(self, target: StitchSide, ctx: FitContext) -> None:
         """Train the head on the target's absolute training embeddings (its
-        normalisation statistics fixed there under ``ctx.evaluation``) and keep what
-        the translation needs (the target's anchors and test bank)."""
+        normalisation statistics fixed there under ``ctx.evaluation``; one fit per
+        target, seed and settings, shared through ``ctx.shared`` with every stitcher
+        training the same head) and keep what the translation needs (the target's
+        anchors and test bank)."""
         if target.anchors is None:
             raise ValueError(f"{self.name} needs the target's anchors")
         if target.train.labels is None:
             raise ValueError(f"encoder {target.encoder!r}: the training bank has no labels to fit a head on")
-        self._head = fit_absolute_head(
+        settings = head_settings(ctx.modality, self.epochs, self.lr, self.hidden, self.batch_size)
+        key = head_key(target.encoder, head_variant(self.head, ctx.modality, text_relu=self.text_relu), settings,
+                       num_classes=ctx.num_classes, seed=ctx.seed, evaluation=ctx.evaluation)
+        self._head = ctx.shared.get(key, lambda: fit_absolute_head(
             self.head, target.train.X, target.train.labels, num_classes=ctx.num_classes, modality=ctx.modality,
             seed=ctx.seed, hidden=self.hidden, batch_size=self.batch_size, epochs=self.epochs, lr=self.lr,
-            text_relu=self.text_relu, evaluation=ctx.evaluation)
+            text_relu=self.text_relu, evaluation=ctx.evaluation))
         self._target = target
         self._prepare(target, ctx)
 

@@ -10,7 +10,7 @@ import torch
 
 from relbench.interfaces import Diagnostic, FitContext, NotAchievable, Prediction, StitchSide, Stitcher
 from relbench.training import predict_logits, train_classifier
-from relbench.training import head_settings, validate_head_params
+from relbench.training import fit_reference_head, head_key, head_settings, validate_head_params
 from relbench_relreps.heads import ADAPTER_DECAY, AdaptedRelative, train_relative_with_regularizers
 
 _HEAD_PARAMS_DOC = """
@@ -192,13 +192,15 @@ class AbsoluteDecoder(Stitcher):
         validate_head_params(self.epochs, self.lr, self.hidden, self.batch_size)
 
     def fit(self, target: StitchSide, ctx: FitContext) -> None:
-        """Train the head on the target's absolute training embeddings."""
+        """Train the head on the target's absolute training embeddings (one fit per
+        target, seed and settings, shared through ``ctx.shared`` with every stitcher
+        training the same head)."""
         settings = head_settings(ctx.modality, self.epochs, self.lr, self.hidden, self.batch_size)
         X = target.train.X
-        torch.manual_seed(ctx.seed)
-        self._head = settings.build(X.shape[1], ctx.num_classes, X.device)
-        train_classifier(self._head, X, _labels(target), epochs=settings.epochs, lr=settings.lr,
-                         batch_size=settings.batch_size, seed=ctx.seed, evaluation=ctx.evaluation)
+        key = head_key(target.encoder, "reference", settings, num_classes=ctx.num_classes, seed=ctx.seed,
+                       evaluation=ctx.evaluation)
+        self._head = ctx.shared.get(key, lambda: fit_reference_head(
+            X, _labels(target), settings, num_classes=ctx.num_classes, seed=ctx.seed, evaluation=ctx.evaluation))
         self._dim, self._target = X.shape[1], target.encoder
 
     def predict(self, source: StitchSide) -> Prediction:

@@ -241,7 +241,7 @@ class Stitching(TaskKind):
                                              f"with other encoders' banks, but this unit has none besides {target!r}")
                     ctx = FitContext(seed=seed, device=run.device, num_classes=len(data.class_names),
                                      modality=run.modality(target), regularizers=regs, partners=partners,
-                                     evaluation=protocol.evaluation)
+                                     evaluation=protocol.evaluation, shared=run.shared(seed))
                     stitcher.fit(side(target, sim_spec, anchors), ctx)
                     return Fitted(stitcher, anchors, sim_spec, partners)
 
