@@ -188,7 +188,7 @@ def _digest(store: ResultStore, task: Task, units: set[str]) -> str:
     """What a task's page depends on: its current stored lines (id, run, time), what the
     tasks file says of it, and the renderer's version."""
     lines = store.read(task.name).units
-    stored = sorted((uid, lines[uid].get("run"), lines[uid].get("time")) for uid in units if uid in lines)
+    stored = sorted((uid, lines[uid].run, lines[uid].time) for uid in units if uid in lines)
     return fingerprint({"lines": stored, "kind": task.kind.identity(), "description": task.description,
                         "protocol": task.protocol.identity(), "seeds": task.seeds,
                         "claims": task.claims, "published": task.published, "relbench": __version__})

@@ -12,12 +12,20 @@ Files are never rewritten. Lines of older identities stay as history; pages and 
 ask for the identities of the current tasks file (``load(units=...)``). ``--force``
 appends new lines; readers keep the newest line per id, and ``load(all_runs=True)``
 shows every line.
+
+Beside each file, ``.index/<task>.tsv`` says where each line lies and what the hot path
+needs of it (unit id, displayed key, whether it succeeded, run, time), so that deciding
+what is done reads a few hundred bytes per unit and parses no JSON: superseded lines
+(history) cost nothing there. The index is derived data: it is checked against the file
+on every read (each entry must point at the start of a line of its unit), extended with
+lines another process appended, and rebuilt from the file when anything disagrees.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import os
 import platform
 import subprocess
@@ -38,6 +46,10 @@ from relbench.cache import atomic_write_bytes
 from relbench.errors import OutputNotWritable
 from relbench.identity import key_json
 from relbench.names import inside, valid_task_name
+
+#: the folder of the indexes beside the task files, and the first line of an index
+INDEX_FOLDER = ".index"
+INDEX_HEADER = "relbench-results-index\t1"
 
 #: the columns every loaded frame has (a task kind adds its own)
 COLUMNS = ["task", "kind", "dataset", "seed", "metric", "value", "direction", "status", "error"]
@@ -109,37 +121,122 @@ class ResultStore:
         ``relbench leaderboard`` copies them next to the page."""
         return inside(self.root / "figures", task) / Path(filename).name
 
-    def _lines(self, task: str) -> list[dict]:
-        """Every unit line of a task's file. A last line cut short by a kill is skipped
-        (that unit is not done). Any other damaged line — not UTF-8, not JSON, JSON that is
-        not a unit — and a file replaced by something else (a folder) are reported in
-        :attr:`warnings`, kept in ``quarantine/`` beside the store, and removed from the
-        file, so their units are recomputed and no later run trips over them."""
+    def _scan(self, task: str, start: int = 0) -> list[StoredUnit] | None:
+        """Index the unit lines of a task's file from byte ``start`` on. A last line cut
+        short by a kill is skipped (that unit is not done). Any other damaged line — not
+        UTF-8, not JSON, JSON that is not a unit — is reported in :attr:`warnings`, kept in
+        ``quarantine/`` beside the store and removed from the file (so its unit is
+        recomputed and no later run trips over it); then None is returned, since the
+        file's offsets moved."""
+        path = self._file(task)
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            data = fh.read()
+        out, damaged = [], []
+        raw_lines = data.split(b"\n")
+        offset = start
+        for number, raw in enumerate(raw_lines, 1):
+            terminated = number < len(raw_lines)
+            if raw.strip():
+                unit = _unit(raw)
+                if unit is not None and terminated:
+                    out.append(StoredUnit.of(unit, offset, len(raw) + 1))
+                elif terminated:  # the unterminated last line is a kill's, not damage
+                    damaged.append((number, raw))
+            offset += len(raw) + 1
+        if damaged:
+            self._quarantine(path, task, damaged, start)
+            return None
+        return out
+
+    def _entries(self, task: str) -> list[StoredUnit]:
+        """Every unit line of a task's file, from the index where it agrees with the file
+        (extended with lines appended since), else by reading the file anew. A file
+        replaced by something else (a folder, a link) is set aside and reads as empty."""
         path = self._file(task)
         if path.is_symlink() or (path.exists() and not path.is_file()):
             self._set_aside(path, task)
             return []
         if not path.exists():
             return []
-        out, damaged = [], []
-        data = path.read_bytes()
-        raw_lines = data.split(b"\n")
-        for number, raw in enumerate(raw_lines, 1):
-            if not raw.strip():
-                continue
-            unit = _unit(raw)
-            if unit is not None:
-                out.append(unit)
-            elif number < len(raw_lines):  # the unterminated last line is a kill's, not damage
-                damaged.append((number, raw))
-        if damaged:
-            self._quarantine(path, task, damaged, raw_lines)
-        return out
+        entries = self._checked_index(task)
+        if entries is None:
+            entries = self._scan(task) or self._scan(task) or []  # a second scan after setting damage aside
+            self._write_index(task, entries)
+            return entries
+        start = entries[-1].end if entries else 0
+        if start < path.stat().st_size:
+            new = self._scan(task, start)
+            if new is None:  # damage was set aside and the file rewritten: index it anew
+                entries = self._scan(task) or []
+                self._write_index(task, entries)
+                return entries
+            entries += new
+            self._append_index(task, new)
+        return entries
 
-    def _quarantine(self, path: Path, task: str, damaged: list[tuple[int, bytes]], raw_lines: list[bytes]) -> None:
-        """Keep damaged lines in ``quarantine/<task>.jsonl`` and rewrite the file without them."""
-        bad = {n for n, _ in damaged}
-        records = b"".join(json.dumps({"file": str(path), "line": n, "time": time.time(),
+    def _index_file(self, task: str) -> Path:
+        return inside(self.root / INDEX_FOLDER, task, ".tsv")
+
+    def _checked_index(self, task: str) -> list[StoredUnit] | None:
+        """The index's entries when every one points at the start of a line of its unit
+        in the file (in increasing order, each ending with a newline); else None."""
+        try:
+            text = self._index_file(task).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        rows = text.split("\n")
+        if rows[0] != INDEX_HEADER:
+            return None
+        try:
+            entries = [StoredUnit.parse(row) for row in rows[1:] if row]
+        except ValueError:
+            return None
+        try:
+            with open(self._file(task), "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                end = 0
+                for e in entries:
+                    prefix = e.prefix()
+                    if (e.offset < end or data[e.offset:e.offset + len(prefix)] != prefix
+                            or data[e.end - 1:e.end] != b"\n"):
+                        return None
+                    end = e.end
+        except (OSError, ValueError):  # an empty file cannot be mapped
+            return None if entries else []
+        return entries
+
+    def _write_index(self, task: str, entries: list[StoredUnit]) -> None:
+        try:
+            atomic_write_bytes(self._index_file(task),
+                               "\n".join([INDEX_HEADER, *(e.format() for e in entries)]).encode() + b"\n")
+        except OSError:  # the index is an optimisation: a store that cannot hold it still works
+            pass
+
+    def _append_index(self, task: str, entries: list[StoredUnit]) -> None:
+        """Add entries to the index (one ``write``, so a concurrent reader sees whole
+        lines). A missing index is started when the entries start the file, else left
+        to the next read, which writes it whole."""
+        path = self._index_file(task)
+        if not entries:
+            return
+        if not path.is_file():
+            if entries[0].offset == 0:
+                self._write_index(task, entries)
+            return
+        try:
+            with open(path, "ab") as fh:
+                fh.write("".join(e.format() + "\n" for e in entries).encode())
+        except OSError:
+            pass
+
+    def _quarantine(self, path: Path, task: str, damaged: list[tuple[int, bytes]], start: int = 0) -> None:
+        """Keep damaged lines in ``quarantine/<task>.jsonl`` and rewrite the file without
+        them (``damaged`` numbers lines from byte ``start``)."""
+        data = path.read_bytes()
+        first = data[:start].count(b"\n")  # lines before ``start``
+        raw_lines = data.split(b"\n")
+        bad = {first + n for n, _ in damaged}
+        records = b"".join(json.dumps({"file": str(path), "line": first + n, "time": time.time(),
                                        "text": raw.decode("utf-8", errors="replace")}).encode() + b"\n"
                            for n, raw in damaged)
         quarantine = self._quarantine_file(task)
@@ -149,8 +246,9 @@ class ResultStore:
             os.fsync(fh.fileno())
         kept = b"\n".join(raw for n, raw in enumerate(raw_lines, 1) if n not in bad)
         atomic_write_bytes(path, kept)
-        self.warnings.append(f"{path}: {len(damaged)} damaged line(s) (line {', '.join(str(n) for n, _ in damaged[:5])}"
-                             f"{' …' if len(damaged) > 5 else ''}) set aside in {quarantine}; their units are "
+        numbers = sorted(bad)
+        self.warnings.append(f"{path}: {len(damaged)} damaged line(s) (line {', '.join(map(str, numbers[:5]))}"
+                             f"{' …' if len(numbers) > 5 else ''}) set aside in {quarantine}; their units are "
                              f"recomputed")
 
     def _set_aside(self, path: Path, task: str) -> None:
@@ -173,10 +271,19 @@ class ResultStore:
         cached = self._read.get(task)
         if cached is None or cached[1] != signature:
             lines = TaskLines()
-            for line in self._lines(task):
-                lines.add(line)
+            for entry in self._entries(task):
+                lines.add(entry)
             self._read[task] = (lines, self._signature(task))
         return self._read[task][0]
+
+    def fetch(self, task: str, entries: list[StoredUnit]) -> list[dict]:
+        """The whole stored lines of ``entries`` (rows, inputs …), read from the file at
+        the places the index gives (the file is read once per call)."""
+        if not entries:
+            return []
+        with open(self._file(task), "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            lines = [_unit(data[e.offset:e.end]) for e in entries]
+        return [line for line in lines if line is not None]
 
     def changed(self, task: str) -> bool:
         """Whether the task's file changed since this store last read or wrote it."""
@@ -212,6 +319,7 @@ class ResultStore:
                     fh.seek(-1, os.SEEK_END)
                     if fh.read(1) != b"\n":
                         fh.write(b"\n")
+                offset = fh.seek(0, os.SEEK_END)
                 fh.write(line.encode("utf-8") + b"\n")
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -220,9 +328,12 @@ class ResultStore:
                 raise OutputNotWritable(f"cannot write to the results folder {self.root} ({exc.strerror}); units "
                                         f"stored so far are kept. Free space or choose another `--output`, then "
                                         f"run again to resume.") from None
-        if task in self._read:
+        if task in self._read:  # what this store read is extended, and the index with it when in step
             lines, _ = self._read[task]
-            lines.add(json.loads(line))
+            entry = StoredUnit.of(json.loads(line), offset, len(line.encode("utf-8")) + 1)
+            if lines.end == offset:
+                self._append_index(task, [entry])
+            lines.add(entry)
             self._read[task] = (lines, self._signature(task))
 
     @contextlib.contextmanager
@@ -262,10 +373,9 @@ class ResultStore:
         tasks = [task] if task else self.tasks()
         records = []
         for name in tasks:
-            lines = self._lines(name) if all_runs else self.read(name).units.values()
-            for unit in lines:
-                if units is not None and unit["unit"] not in units:
-                    continue
+            entries = self._entries(name) if all_runs else list(self.read(name).units.values())
+            wanted = [e for e in entries if units is None or e.unit in units]
+            for unit in self.fetch(name, wanted):
                 extra = {"unit": unit["unit"], "run": unit["run"], "inputs": unit.get("inputs", {})}
                 records += [{**row, **extra} for row in unit["rows"]]
         df = pd.DataFrame.from_records(records)
@@ -275,27 +385,75 @@ class ResultStore:
         return df
 
 
-@dataclass
-class TaskLines:
-    """One task's stored lines, the newest per unit id and per displayed key."""
+@dataclass(frozen=True)
+class StoredUnit:
+    """Where one unit line lies in its task's file (``offset``, ``length`` in bytes, the
+    newline included), and what deciding what is done needs of it."""
 
-    units: dict[str, dict] = field(default_factory=dict)
-    by_display: dict[str, dict] = field(default_factory=dict)
-
-    def add(self, line: dict) -> None:
-        """Take a line (read or just written) into account; later lines win."""
-        if not isinstance(line, dict) or "unit" not in line or not isinstance(line.get("rows"), list):
-            return
-        self.units[line["unit"]] = line
-        if line.get("key"):
-            self.by_display[key_json(line["key"])] = line
+    unit: str
+    key: str  #: the displayed key as :func:`~relbench.identity.key_json` writes it ("" when none)
+    ok: bool  #: not every row is an error
+    run: str
+    time: float
+    offset: int
+    length: int
 
     @property
-    def done(self) -> set[str]:
-        """Unit ids whose newest line succeeded (a unit whose every row is an error is
-        not done, so the next run retries it)."""
-        return {uid for uid, line in self.units.items()
-                if not (line["rows"] and all(r.get("status") == "error" for r in line["rows"]))}
+    def end(self) -> int:
+        """The offset just past the line's newline."""
+        return self.offset + self.length
+
+    @classmethod
+    def of(cls, line: dict, offset: int, length: int) -> StoredUnit:
+        """The entry of a parsed line stored at ``offset``."""
+        ok = not (line["rows"] and all(r.get("status") == "error" for r in line["rows"]))
+        return cls(line["unit"], key_json(line["key"]) if line.get("key") else "", ok, str(line.get("run", "")),
+                   float(line.get("time", 0.0)), offset, length)
+
+    def prefix(self) -> bytes:
+        """How the line starts in the file (``{"unit": "<id>"``)."""
+        return b'{"unit": ' + json.dumps(self.unit).encode()
+
+    def format(self) -> str:
+        """One tab-separated index line (JSON escapes keep tabs and newlines out of it)."""
+        return "\t".join([str(self.offset), str(self.length), json.dumps(self.unit), "1" if self.ok else "0",
+                          json.dumps(self.run), repr(self.time), self.key])
+
+    @classmethod
+    def parse(cls, row: str) -> StoredUnit:
+        """The entry of an index line (``ValueError`` when it is not one)."""
+        parts = row.split("\t")
+        if len(parts) != 7 or parts[3] not in ("0", "1"):
+            raise ValueError(row)
+        unit, run = json.loads(parts[2]), json.loads(parts[4])
+        if not isinstance(unit, str) or not isinstance(run, str):
+            raise ValueError(row)
+        return cls(unit, parts[6], parts[3] == "1", run, float(parts[5]), int(parts[0]), int(parts[1]))
+
+
+@dataclass
+class TaskLines:
+    """One task's stored lines (their index entries), the newest per unit id and per
+    displayed key; :meth:`ResultStore.fetch` reads the whole lines."""
+
+    units: dict[str, StoredUnit] = field(default_factory=dict)
+    by_display: dict[str, StoredUnit] = field(default_factory=dict)
+    #: unit ids whose newest line succeeded (a unit whose every row is an error is not
+    #: done, so the next run retries it)
+    done: set[str] = field(default_factory=set)
+    #: the byte offset just past the last line taken in
+    end: int = 0
+
+    def add(self, entry: StoredUnit) -> None:
+        """Take a line (read or just written) into account; later lines win."""
+        self.units[entry.unit] = entry
+        if entry.key:
+            self.by_display[entry.key] = entry
+        if entry.ok:
+            self.done.add(entry.unit)
+        else:
+            self.done.discard(entry.unit)
+        self.end = max(self.end, entry.end)
 
 
 def _unit(raw: bytes) -> dict | None:

@@ -288,3 +288,64 @@ def test_clear_never_deletes_through_a_symlinked_cache_folder(tmp_path):
     real = EmbeddingCache(tmp_path / "real")  # a real folder is still cleared
     real.put("k" * 40, torch.randn(3, 2), {})
     assert real.clear() == 1 and not real.dir.exists()
+
+
+# ----------------------------------------------------------------------------- the store's index
+
+
+def _filled(tmp_path, n=5):
+    store = ResultStore(tmp_path)
+    store.read("t")  # as a run plans before it appends: the index is kept in step from the first line
+    for i in range(n):
+        status = "error" if i == 3 else "ok"
+        store.append("t", f"u{i}", [{"task": "t", "metric": "m", "value": float(i), "status": status}], f"run{i}",
+                     key={"seed": i})
+    store.append("t", "u1", [{"task": "t", "metric": "m", "value": 9.0, "status": "ok"}], "again", key={"seed": 1})
+    return store
+
+
+def _as_parsed(store, task="t"):
+    lines = store.read(task)
+    return lines.done, {u: (e.run, e.time, e.key) for u, e in lines.units.items()}
+
+
+def test_a_fresh_read_of_an_indexed_store_parses_no_line(tmp_path, monkeypatch):
+    import relbench.results as results
+
+    expected = _as_parsed(_filled(tmp_path))
+    assert (tmp_path / ".index" / "t.tsv").is_file()
+    parsed = []
+    monkeypatch.setattr(results, "_unit", lambda raw: parsed.append(raw))
+    assert _as_parsed(ResultStore(tmp_path)) == expected and not parsed
+    assert expected[0] == {"u0", "u1", "u2", "u4"}
+
+
+def test_the_index_takes_in_lines_another_process_appended(tmp_path):
+    _filled(tmp_path)
+    reader = ResultStore(tmp_path)
+    reader.read("t")
+    ResultStore(tmp_path).append("t", "u3", [{"task": "t", "metric": "m", "value": 3.0, "status": "ok"}], "later")
+    assert "u3" in reader.read("t").done
+    assert _as_parsed(ResultStore(tmp_path)) == _as_parsed(reader)
+
+
+@pytest.mark.parametrize("change", ["delete", "garbage", "reorder", "drop-first", "truncate-index"])
+def test_an_index_that_disagrees_with_the_file_is_rebuilt(tmp_path, change):
+    _filled(tmp_path)
+    path, index = tmp_path / "t.jsonl", tmp_path / ".index" / "t.tsv"
+    if change == "delete":
+        index.unlink()
+    elif change == "garbage":
+        index.write_text("nonsense\n1\t2\n")
+    elif change == "reorder":  # same bytes, other order: every offset moves
+        lines = path.read_bytes().splitlines(keepends=True)
+        path.write_bytes(b"".join(lines[::-1]))
+    elif change == "drop-first":
+        path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[1:]))
+    else:
+        index.write_text("\n".join(index.read_text().splitlines()[:3]) + "\n")
+    fresh = _as_parsed(ResultStore(tmp_path))
+    index.unlink()
+    assert _as_parsed(ResultStore(tmp_path)) == fresh  # what a read with no index parses from the file
+    assert (fresh[1]["u1"][0] == "run1") == (change == "reorder")  # reversed: u1's older line comes last, wins
+    assert index.is_file()  # written again
