@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import importlib.metadata
 import math
 import re
@@ -64,7 +65,7 @@ import yaml
 
 from relbench.errors import ConfigError, UnknownPlugin
 from relbench.names import RESERVED_NAMES, valid_task_name
-from relbench.plugins import Registry, did_you_mean
+from relbench.plugins import Registry, did_you_mean, provider_of
 from relbench.protocol import MAX_VALIDATION, EvaluationProtocol
 
 SUITE_KEYS = {"seeds", "device", "num_anchors", "batch_size", "metrics", "output", "leaderboards", "cache_dir",
@@ -107,7 +108,10 @@ class _Seq(list):
     lines: list
 
 
-class _LineLoader(yaml.SafeLoader):
+class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's parser when PyYAML has it
+    """The safe loader, keeping each mapping's and sequence's line numbers (for error
+    messages) and refusing duplicate keys."""
+
     def construct_mapping(self, node, deep=False):
         seen: dict = {}
         for key_node, _ in node.value:  # explicit keys only: a key may override a `<<: *anchor` merge
@@ -263,7 +267,15 @@ class PluginSpec:
         """What identifies this choice in a unit's fingerprint: the class, every
         parameter with defaults resolved (a tunable one the tasks file leaves open by its
         candidates), the providing package and version, and the author's own
-        ``version`` of the method. The label is not part of it."""
+        ``version`` of the method. The label is not part of it. Computed once per spec
+        and parameters (treat the result as read-only)."""
+        memo = (self.interface, self.name, json.dumps(self.params, sort_keys=True, default=repr), self.cls,
+                self.package)
+        if getattr(self, "_identity", (None,))[0] != memo:
+            self._identity = (memo, self._identity_now())
+        return self._identity[1]
+
+    def _identity_now(self) -> dict[str, Any]:
         cls = self.cls
         params = self.full_params()
         for name, tunable in getattr(cls, "tunable", {}).items():  # open: chosen on validation data
@@ -284,6 +296,9 @@ def package_of(cls: type | None) -> str:
     spec built in code rather than from a tasks file ("" when none does)."""
     if cls is None:
         return ""
+    provider = provider_of(cls.__module__)
+    if provider:
+        return provider
     names = _distributions().get(cls.__module__.split(".")[0], [])
     return f"{names[0]} {importlib.metadata.version(names[0])}" if names else ""
 

@@ -128,6 +128,22 @@ class Split:
         return len(self.ids)
 
 
+@dataclass(frozen=True)
+class DataSources:
+    """What a loaded data set was made from: the files whose bytes (with the data set's
+    parameters) determine it, and the installed distributions whose versions do.
+
+    A data set that declares its sources lets the runner plan without loading it: while
+    every file keeps its size and modification time and every distribution its version,
+    the runner reuses the description it kept of the data (fingerprint, ids, labels,
+    classes, views; :mod:`relbench.descriptions`) and loads the data only when something
+    reads a view. Declare every file read, or none (``None``: loaded whenever a run plans).
+    """
+
+    files: tuple[str, ...]
+    packages: tuple[str, ...] = ()
+
+
 @dataclass
 class DatasetData:
     """What a :class:`Dataset` plugin returns: splits, classes, views, fingerprint.
@@ -135,7 +151,8 @@ class DatasetData:
     ``view_modalities`` maps each view to ``"image"``, ``"text"`` or ``"word"`` so the
     runner can check that an encoder reads a view it understands. ``fingerprint`` is a
     stable hash of the content (it keys the embedding cache). ``ordinal`` marks labels
-    whose order means something (MAE is then meaningful).
+    whose order means something (MAE is then meaningful). ``sources`` (optional, see
+    :class:`DataSources`) lets a run plan without loading the data.
     """
 
     name: str
@@ -144,6 +161,7 @@ class DatasetData:
     view_modalities: dict[str, str]
     fingerprint: str
     ordinal: bool = False
+    sources: DataSources | None = None
 
     @property
     def views(self) -> list[str]:

@@ -174,7 +174,18 @@ def _discover(disabled: set[str] | frozenset[str] = frozenset()) -> list[tuple[s
                 f"`relbench --disable {ep.name} …` or RELBENCH_DISABLE_PLUGINS={ep.name}."
             ) from None
         found.append((ep.name, module, package))
+        _PROVIDERS[module.__name__.split(".")[0]] = package
     return found
+
+
+#: top-level module of every discovered entry point → its distribution ("name version")
+_PROVIDERS: dict[str, str] = {}
+
+
+def provider_of(module: str) -> str | None:
+    """The distribution ("name version") whose ``relbench`` entry point imported the
+    top-level package of ``module``, when one did."""
+    return _PROVIDERS.get(module.split(".")[0])
 
 
 def disabled_from_env(extra: list[str] | None = None) -> set[str]:

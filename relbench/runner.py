@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import functools
 import json
 import math
 import os
@@ -30,6 +31,7 @@ import torch
 from relbench import __version__
 from relbench.cache import EmbeddingCache, identity_key
 from relbench.config import EncoderSpec, PluginSpec, Suite, Task
+from relbench.descriptions import Descriptions, check_same, loaded
 from relbench.identity import PROTOCOL_VERSION, explain, fingerprint, key_json
 from relbench.errors import BadEmbeddings, ConfigError, UserError
 from relbench.interfaces import (
@@ -226,9 +228,11 @@ class TaskRun:
             done = set() if self.runner.force else {u.id for u in units if u.id in lines.done}
             stale = {}
             if not self.runner.force:
-                for u in units:
-                    old = lines.by_display.get(key_json(u.display))
-                    if u.id not in lines.units and old is not None and old.get("inputs"):
+                replaced = [(u, lines.by_display.get(key_json(u.display))) for u in units if u.id not in lines.units]
+                replaced = [(u, old) for u, old in replaced if old is not None]
+                olds = self.runner.store.fetch(self.task.name, [old for _, old in replaced])
+                for (u, _), old in zip(replaced, olds):
+                    if old.get("inputs"):
                         stale[u.id] = explain(old["inputs"], u.inputs)
             self._plan = TaskPlan(self.task.name, units, done, stale)
         return self._plan
@@ -324,6 +328,9 @@ class TaskRun:
             self.runner.stats.cached += 1
             X = hit[0]
         else:
+            data = loaded(data)  # a described data set is loaded now: its items are read
+            ctx = self._encoder_ctx(spec, data, view)
+            sp = data.splits[split]
             if spec.label not in self._encoders:
                 encoder.setup(ctx)
                 self._encoders[spec.label] = encoder
@@ -402,6 +409,17 @@ class TaskRun:
             self.drop_shared()
             self._shared = (seed, SharedWork())
         return self._shared[1]
+
+    def release(self) -> None:
+        """Free what computing the task held (banks, encoders, anchors, shared work); the
+        plan and identities are kept, and anything asked again is loaded again."""
+        self.drop_shared()
+        for encoder in self._encoders.values():
+            getattr(encoder, "release", lambda: None)()
+        self._banks.clear()
+        self._encoders.clear()
+        self._anchors.clear()
+        self._pools.clear()
 
     def drop_shared(self) -> None:
         """Free the shared work, adding what it counted to the run's statistics."""
@@ -526,9 +544,11 @@ class Runner:
             # (and --jobs workers) read it from the environment, like the embedding cache
             os.environ["RELBENCH_CACHE_DIR"] = str(suite.cache_dir)
         self.cache = EmbeddingCache(suite.cache_dir)
+        self.descriptions = Descriptions(self.cache.root / "descriptions")
         self.stats = RunStats()
         self.run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
         self._datasets: dict[str, DatasetData] = {}
+        self._task_runs: dict[str, TaskRun] = {}  # planned tasks, kept for the pages drawn after the run
         self.command = command or "relbench run " + str(suite.file)
 
     def say(self, message: str) -> None:
@@ -553,11 +573,20 @@ class Runner:
         return [t for t in self.suite.tasks if any(fnmatch.fnmatchcase(t.name, p) for p in self.only)]
 
     def dataset(self, spec: PluginSpec) -> DatasetData:
-        """A data set, loaded once per run whatever the number of tasks that read it."""
+        """A data set, loaded once per run whatever the number of tasks that read it. A
+        data set that declares its sources is described instead while they are unchanged
+        (:mod:`relbench.descriptions`): planning reads no image or text, and the data are
+        loaded the first time a view is read."""
         key = json.dumps(spec.identity(), sort_keys=True, default=str)
         if key not in self._datasets:
-            self._datasets[key] = spec.build().load()
+            described = self.descriptions.get(key, spec.cls, functools.cache(lambda: self._load(spec, key, described)))
+            self._datasets[key] = described or self._load(spec, key, None)
         return self._datasets[key]
+
+    def _load(self, spec: PluginSpec, key: str, described: DatasetData | None) -> DatasetData:
+        data = spec.build().load()
+        self.descriptions.put(key, spec.cls, data)
+        return data if described is None else check_same(described, data)
 
     def plans(self, lenient: bool = False) -> list[TaskRun]:
         """A :class:`TaskRun` per selected task with its plan made: every identity is
@@ -569,9 +598,10 @@ class Runner:
         runs = []
         for task in self.tasks():
             resolve_device(task.device)  # `device: cuda` without a GPU stops the run before any work
-            task_run = TaskRun(self, task)
+            task_run = self._task_runs.get(task.name) or TaskRun(self, task)
             try:
-                task_run.plan()
+                task_run.replan()  # identities are computed once per run; the store is read again if it changed
+                self._task_runs[task.name] = task_run
             except UserError as exc:
                 if not lenient:
                     raise
@@ -657,5 +687,5 @@ class Runner:
         else:
             self._clear_task_error(task)
         finally:
-            task_run.drop_shared()
+            task_run.release()
         self.say(f"== task {task.name} finished in {time.perf_counter() - t0:.1f}s ==")

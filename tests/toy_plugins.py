@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from relbench import hookimpl
-from relbench.interfaces import (AnchorContext, AnchorSelector, Anchors, Dataset, DatasetData, Encoder, Split,
-                                 progress_bar)
+from relbench.interfaces import (AnchorContext, AnchorSelector, Anchors, Dataset, DatasetData, DataSources, Encoder,
+                                 Split, progress_bar)
 
 
 @dataclass
@@ -37,6 +37,28 @@ class Blobs(Dataset):
         fp = hashlib.sha256(repr(self.params()).encode()).hexdigest()[:16]
         return DatasetData(name=self.name, splits=splits, class_names=[f"c{i}" for i in range(self.classes)],
                            view_modalities={"vec": "vector"}, fingerprint=fp)
+
+
+@dataclass
+class FileBlobs(Blobs):
+    """The blobs of a ``.npy`` file (``classes × 16`` centres), declaring the file as its
+    source, so a run can plan from its description (a test fixture)."""
+
+    name: ClassVar[str] = "toy-file-blobs"
+    path: str = ""
+    loads: ClassVar[list] = []
+
+    def load(self) -> DatasetData:
+        FileBlobs.loads.append(self.path)
+        centres = np.load(self.path)
+        data = Blobs(classes=len(centres), train_size=self.train_size, test_size=self.test_size).load()
+        for split in data.splits.values():
+            split.views["vec"] = [(centres[y] + x / 3).astype(np.float32)
+                                  for x, y in zip(split.views["vec"], split.labels)]
+        fp = hashlib.sha256(centres.tobytes() + repr(self.params()).encode()).hexdigest()[:16]
+        return DatasetData(name=self.name, splits=data.splits, class_names=data.class_names,
+                           view_modalities=data.view_modalities, fingerprint=fp,
+                           sources=DataSources(files=(self.path,)))
 
 
 @dataclass
@@ -83,7 +105,7 @@ def relbench_anchor_selectors():
 
 @hookimpl
 def relbench_datasets():
-    return [Blobs]
+    return [Blobs, FileBlobs]
 
 
 @hookimpl

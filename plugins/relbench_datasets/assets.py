@@ -23,6 +23,7 @@ import numpy as np
 
 from relbench.cache import atomic_write_bytes, default_cache_root, file_sha256
 from relbench.errors import MissingAsset
+from relbench.interfaces import DataSources
 
 #: bump when an extraction's code changes what it produces (invalidates the caches)
 EXTRACTION_VERSION = 1
@@ -83,6 +84,12 @@ def files_digest(paths: Iterable[Path]) -> str:
         st = Path(path).stat()
         h.update(f"{Path(path).name}:{_digest(str(path), st.st_size, st.st_mtime_ns)}\n".encode())
     return h.hexdigest()
+
+
+def sources_of(paths: Iterable[Path], packages: Iterable[str] = ()) -> DataSources:
+    """What a loader read: the files it hashed with :func:`files_digest` and the
+    distributions whose versions entered its source digest (absolute paths)."""
+    return DataSources(tuple(str(Path(p).absolute()) for p in paths), tuple(packages))
 
 
 def fingerprint(name: str, source: str, params: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from relbench.interfaces import Dataset, DatasetData, Split
+from relbench.interfaces import Dataset, DatasetData, DataSources, Split
 from relbench_datasets.assets import fingerprint
 from relbench_datasets.sampling import require_two_classes, stratified_split, stratified_subsample
 
@@ -56,11 +56,15 @@ class SampledDataset(Dataset):
         view_modalities: dict[str, str],
         source: str,
         ordinal: bool = False,
+        sources: DataSources | None = None,
     ) -> DatasetData:
         """Subsample each part, check it keeps two classes, and build the :class:`DatasetData`.
 
         ``source`` is the digest of the raw bytes read; with the parameters it makes
-        the fingerprint.
+        the fingerprint. ``sources`` names what was read (every file, every distribution
+        whose version enters ``source``), so a run can plan without loading the data set
+        (:class:`~relbench.interfaces.DataSources`); leave it out when the data come from
+        elsewhere (a hub).
         """
         sizes = {"train": self.train_size, "test": self.test_size}
         splits = {}
@@ -77,6 +81,7 @@ class SampledDataset(Dataset):
             view_modalities=dict(view_modalities),
             fingerprint=fingerprint(self.name, source, self.params()),
             ordinal=ordinal,
+            sources=sources,
         )
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from relbench.errors import MissingAsset
 from relbench.interfaces import DatasetData
-from relbench_datasets.assets import EXTRACTION_VERSION, cached_json, files_digest, package_version
+from relbench_datasets.assets import EXTRACTION_VERSION, cached_json, files_digest, package_version, sources_of
 from relbench_datasets.base import Part, PooledDataset
 
 #: the SWORD library folder (``$SWORD_PATH``, default Debian's)
@@ -239,4 +239,6 @@ class BibleEnEs(PooledDataset):
         labels = np.array([of_book[b] for b, _, _ in refs], dtype=np.int64)
         ids = [f"bible-{b}.{c}.{v}" for b, c, v in refs]
         parts = self.partition(Part(ids, labels, {"en": english, "es": spanish}))
-        return self.assemble(parts, class_names, {"en": "text", "es": "text"}, source_digest())
+        read = [p for lang in MODULES for p in module_files(lang)]
+        return self.assemble(parts, class_names, {"en": "text", "es": "text"}, source_digest(),
+                             sources=sources_of(read, ["pysword"]))

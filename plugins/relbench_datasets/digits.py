@@ -8,7 +8,7 @@ from typing import ClassVar
 import numpy as np
 
 from relbench.interfaces import DatasetData
-from relbench_datasets.assets import files_digest, package_file
+from relbench_datasets.assets import files_digest, package_file, sources_of
 from relbench_datasets.base import Part, PooledDataset
 
 INSTALL = "pip install scikit-learn"
@@ -47,4 +47,5 @@ class Digits(PooledDataset):
         ids = [f"digits-{i:04d}" for i in range(len(labels))]
         parts = self.partition(Part(ids, labels, {"image": images}))
         class_names = [str(c) for c in bunch.target_names]
-        return self.assemble(parts, class_names, {"image": "image"}, files_digest([path]))
+        return self.assemble(parts, class_names, {"image": "image"}, files_digest([path]),
+                             sources=sources_of([path], ["scikit-learn"]))

@@ -12,7 +12,7 @@ import numpy as np
 
 from relbench.errors import MissingAsset
 from relbench.interfaces import DatasetData
-from relbench_datasets.assets import EXTRACTION_VERSION, cached_array, files_digest, package_file, package_version, system_file
+from relbench_datasets.assets import EXTRACTION_VERSION, cached_array, files_digest, package_file, package_version, sources_of, system_file
 from relbench_datasets.base import Part, PooledDataset
 
 EMOJI_TEST = Path("/usr/share/unicode/emoji/emoji-test.txt")
@@ -151,7 +151,8 @@ class Emoji(PooledDataset):
         labels = np.array([index[c] for c in label_of], dtype=np.int64)
         parts = self.partition(Part(ids, labels, views))
         modalities = {"image": "image", **{lang: "text" for lang in LANGUAGES}}
-        return self.assemble(parts, class_names, modalities, source)
+        return self.assemble(parts, class_names, modalities, source,
+                             sources=sources_of([test_file, font_path], ["emoji", "pillow"]))
 
 
 def _render_with_mask(emojis: list[str], font_path: Path, image_size: int) -> np.ndarray:

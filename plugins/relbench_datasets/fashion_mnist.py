@@ -11,7 +11,7 @@ import numpy as np
 
 from relbench.errors import MissingAsset
 from relbench.interfaces import DatasetData
-from relbench_datasets.assets import files_digest, package_version
+from relbench_datasets.assets import files_digest, package_version, sources_of
 from relbench_datasets.base import Part, SampledDataset
 
 DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -88,11 +88,11 @@ class FashionMNIST(SampledDataset):
                 split: (read_idx(DEBIAN_DIR / images), read_idx(DEBIAN_DIR / labels).astype(np.int64))
                 for split, (images, labels) in FILES.items()
             }
-            source = files_digest(paths)
+            source, sources = files_digest(paths), sources_of(paths)
         else:
-            arrays, source = _from_hub()
+            (arrays, source), sources = _from_hub(), None
         parts = {
             split: Part([f"fmnist-{split}-{i:05d}" for i in range(len(labels))], labels, {"image": images})
             for split, (images, labels) in arrays.items()
         }
-        return self.assemble(parts, CLASS_NAMES, {"image": "image"}, source)
+        return self.assemble(parts, CLASS_NAMES, {"image": "image"}, source, sources=sources)

