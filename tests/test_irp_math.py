@@ -247,20 +247,21 @@ def test_fps_selector_is_deterministic_spread_and_respects_exclusion():
 
 
 def test_procrustes_with_fewer_anchors_than_dimensions_matches_full_svd_on_the_span():
-    """The thin (anchor-span) solution translates every anchor-span vector exactly as the
-    reference full-SVD solution does, and recovers a rotation restricted to that span."""
-    import torch.nn.functional as F
-
-    from relbench_irp.maps import _orthogonal_map
-
+    """The anchor-span solution translates every anchor-span vector exactly as the
+    reference full-SVD solution does, sends the rest to zero, and recovers a rotation
+    restricted to that span."""
     g = torch.Generator().manual_seed(3)
     k, w = 20, 64
     Xs = torch.randn(k, w, generator=g, dtype=torch.float64)
     Q, _ = torch.linalg.qr(torch.randn(w, w, generator=g, dtype=torch.float64))
     Yt = Xs @ Q
     U, _, Vh = torch.linalg.svd(Xs.t() @ Yt)
-    full, thin = U @ Vh, _orthogonal_map(Xs, Yt)
+    full, thin = U @ Vh, procrustes_fit(Xs, Yt, "none")
+    assert thin.rank == k and thin.width == w
     probe = torch.randn(5, k, generator=g, dtype=torch.float64) @ Xs  # vectors in the anchors' span
-    assert torch.allclose(probe @ thin, probe @ full, atol=1e-8)
-    assert torch.allclose(Xs @ thin, Yt, atol=1e-8)
-    assert F.cosine_similarity(probe @ thin, probe @ Q, dim=1).min() > 1 - 1e-10
+    assert torch.allclose(thin(probe), probe @ full, atol=1e-8)
+    assert torch.allclose(thin(Xs), Yt, atol=1e-8)
+    assert F.cosine_similarity(thin(probe), probe @ Q, dim=1).min() > 1 - 1e-10
+    outside = torch.randn(5, w, generator=g, dtype=torch.float64)
+    outside -= outside @ torch.linalg.pinv(Xs) @ Xs  # orthogonal to the anchors' span
+    assert thin(outside).abs().max() < 1e-10

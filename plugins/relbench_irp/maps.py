@@ -3,26 +3,28 @@
 * :func:`procrustes_fit` — Maiorca et al. 2023 ("Latent space translation via semantic
   alignment"), as in their reference code: standard-scale each space with its anchors'
   per-dimension mean and std, zero-pad the narrower space to the wider width, the
-  orthogonal map ``R = U Vᵀ`` from ``svd(Â_sᵀ Â_t) = U Σ Vᵀ`` (on the anchors' span when
-  there are fewer anchors than dimensions), drop the padding and undo the target's
-  scaling. The fitted :class:`ProcrustesMap` reports the rank of the scaled source
-  anchors beside the padded width: below the width, part of the source space is not
-  determined by the anchors (see :func:`_orthogonal_map`).
+  orthogonal map ``R = U Vᵀ`` from ``svd(Â_sᵀ Â_t) = U Σ Vᵀ``, drop the padding and undo
+  the target's scaling. The map is solved on the anchors' numerical span only (see
+  :func:`procrustes_join`): each side's scaled anchors are decomposed once
+  (:class:`ScaledAnchors`, reusable with every partner space), and directions at or
+  below the rank cut-off are sent to zero instead of being rotated by whatever rounding
+  left in their singular vectors. The fitted :class:`ProcrustesMap` reports the rank of
+  the scaled source anchors beside the padded width: below the width, part of the
+  source space is not determined by the anchors.
 * :func:`affine_fit` — least squares with a bias: ``[A_s, 1] W ≈ A_t`` (minimum-norm
   solution through the pseudo-inverse, so it also works with fewer anchors than
-  dimensions and on CUDA).
+  dimensions and on CUDA); the pseudo-inverse depends on the source only
+  (:func:`augmented_pinv`).
 
 Each returns a callable translating source rows into target coordinates.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 
 Scaling = Literal["standard", "center", "none"]
 
@@ -37,25 +39,46 @@ def _scaler(A: torch.Tensor, scaling: Scaling) -> tuple[torch.Tensor, torch.Tens
     return shift, scale
 
 
-def _orthogonal_map(Xs: torch.Tensor, Yt: torch.Tensor) -> torch.Tensor:
-    """``R = U Vᵀ`` from ``svd(Xsᵀ Yt)``: the orthogonal map best sending the rows of
-    ``Xs`` onto those of ``Yt`` (both ``k × w``).
-
-    With fewer anchors than dimensions (k < w) the solution is unique only on the
-    anchors' span; the full SVD of the ``w × w`` cross-covariance would complete it with
-    an arbitrary rotation of the rest. We solve in the k-dimensional span instead
-    (thin QR of both anchor sets, SVD of a ``k × k`` matrix) and map the rest to zero,
-    which gives the same translation of every anchor-span component at a fraction of
-    the cost (k³ instead of w³).
+@dataclass
+class ScaledAnchors:
+    """One space's side of a Procrustes fit: its anchors' shift and scale, and the thin
+    SVD ``U diag(S) Vᵀ`` of the scaled anchors (``k × d``; ``U`` is ``k × m``, ``V`` is
+    ``d × m``, ``m = min(k, d)``, ``S`` descending). It depends on this space alone, so
+    one decomposition serves every partner space (:func:`procrustes_join`).
     """
-    k, w = Xs.shape
-    if k >= w:
-        U, _, Vh = torch.linalg.svd(Xs.t() @ Yt)
-        return U @ Vh
-    Qs, Rs = torch.linalg.qr(Xs.t())  # w × k, k × k
-    Qt, Rt = torch.linalg.qr(Yt.t())
-    u, _, vh = torch.linalg.svd(Rs @ Rt.t())
-    return (Qs @ u) @ (vh @ Qt.t())
+
+    shift: torch.Tensor
+    scale: torch.Tensor
+    U: torch.Tensor
+    S: torch.Tensor
+    V: torch.Tensor
+
+    @classmethod
+    def fit(cls, A: torch.Tensor, scaling: Scaling = "standard") -> ScaledAnchors:
+        """Scale the anchors ``A`` (``k × d``) and decompose them."""
+        shift, scale = _scaler(A, scaling)
+        U, S, Vh = torch.linalg.svd((A - shift) / scale, full_matrices=False)
+        return cls(shift, scale, U, S, Vh.t())
+
+    @property
+    def dim(self) -> int:
+        """Width ``d`` of the space."""
+        return len(self.shift)
+
+    def rank(self, width: int) -> int:
+        """Numerical rank of the scaled anchors zero-padded to ``width`` columns, with
+        ``torch.linalg.matrix_rank``'s (and numpy's) tolerance: singular values above
+        ``max(k, width)·eps·σ_max`` (padding adds only zero singular values)."""
+        if not len(self.S):
+            return 0
+        cutoff = max(len(self.U), width) * torch.finfo(self.S.dtype).eps * self.S[0]
+        return int((self.S > cutoff).sum())
+
+    def project(self, X: torch.Tensor) -> torch.Tensor:
+        """Rows ``X`` (``n × d``), scaled, in the coordinates of the anchors' right
+        singular vectors (``n × m``): what :meth:`ProcrustesMap.translate_projected`
+        takes."""
+        return ((X - self.shift) / self.scale) @ self.V
 
 
 @dataclass
@@ -64,49 +87,74 @@ class ProcrustesMap:
 
     ``rank`` is the numerical rank of the scaled, padded source anchors and ``width``
     the padded width ``max(d_s, d_t)``. With ``rank < width`` the anchors determine the
-    map on a ``rank``-dimensional subspace only: with fewer anchors than dimensions the
-    rest of the source space is sent to zero (a full SVD would rotate it arbitrarily).
-    Standard or centre scaling subtracts the anchor mean, so ``k`` anchors have rank at
-    most ``k − 1``.
+    map on a ``rank``-dimensional subspace only, and the rest of the source space is
+    sent to zero (a full SVD would rotate it arbitrarily). Standard or centre scaling
+    subtracts the anchor mean, so ``k`` anchors have rank at most ``k − 1``.
     """
 
-    s_shift: torch.Tensor
-    s_scale: torch.Tensor
+    source: ScaledAnchors
     t_shift: torch.Tensor
     t_scale: torch.Tensor
-    R: torch.Tensor  # width × width
+    M: torch.Tensor  # rank × d_t: the source's first `rank` singular coordinates → scaled target
     rank: int
+    width: int
 
-    @property
-    def width(self) -> int:
-        """The padded width both spaces are mapped in."""
-        return self.R.shape[0]
+    def translate_projected(self, P: torch.Tensor) -> torch.Tensor:
+        """Source rows already projected by ``source.project`` (``n × m``) in target
+        coordinates (``n × d_t``)."""
+        return (P[:, : self.rank] @ self.M) * self.t_scale + self.t_shift
 
     def __call__(self, X: torch.Tensor) -> torch.Tensor:
         """Source rows ``X`` (``n × d_s``) in target coordinates (``n × d_t``)."""
-        ds, dt = len(self.s_shift), len(self.t_shift)
-        Z = F.pad((X - self.s_shift) / self.s_scale, (0, self.width - ds)) @ self.R
-        return Z[:, :dt] * self.t_scale + self.t_shift
+        return self.translate_projected(self.source.project(X))
+
+
+def procrustes_join(source: ScaledAnchors, target: ScaledAnchors) -> ProcrustesMap:
+    """The Procrustes map between two decomposed sides of parallel anchors.
+
+    With ``Â_s = U_s S_s V_sᵀ`` and ``Â_t = U_t S_t V_tᵀ``, each truncated to its rank
+    at the padded width, ``Â_sᵀ Â_t = V_s K V_tᵀ`` with ``K = S_s U_sᵀ U_t S_t``, so the
+    orthogonal factor of the cross-covariance is ``V_s · u vᵀ · V_tᵀ`` from ``K = u Σ
+    vᵀ``: the padded ``R = U Vᵀ`` on the anchors' numerical span, and zero on every
+    direction at or below either side's rank cut-off (:meth:`ScaledAnchors.rank`), whose
+    singular vectors only rounding chose (a centred side always has one). Zero padding
+    needs no explicit columns: it only sets the width. The map is therefore invariant
+    to the order of the anchors (``K`` is singular only when some direction of one
+    side's anchor span is orthogonal to the other's), and equals the full SVD solution
+    when the padded source anchors have full rank.
+    """
+    if len(source.U) != len(target.U):
+        raise ValueError(f"Procrustes needs parallel anchors: the source has {len(source.U)}, "
+                         f"the target {len(target.U)}")
+    width = max(source.dim, target.dim)
+    rs, rt = source.rank(width), target.rank(width)
+    K = source.S[:rs, None] * (source.U[:, :rs].t() @ target.U[:, :rt]) * target.S[:rt]
+    u, _, vh = torch.linalg.svd(K, full_matrices=False)
+    M = u @ (vh @ target.V[:, :rt].t())
+    return ProcrustesMap(source, target.shift, target.scale, M, rs, width)
 
 
 def procrustes_fit(As: torch.Tensor, At: torch.Tensor, scaling: Scaling = "standard") -> ProcrustesMap:
     """Fit the orthogonal Procrustes translation source → target on parallel anchors."""
-    s_shift, s_scale = _scaler(As, scaling)
-    t_shift, t_scale = _scaler(At, scaling)
-    ds, dt = As.shape[1], At.shape[1]
-    width = max(ds, dt)
-    Xs = F.pad((As - s_shift) / s_scale, (0, width - ds))
-    Yt = F.pad((At - t_shift) / t_scale, (0, width - dt))
-    rank = int(torch.linalg.matrix_rank(Xs))
-    return ProcrustesMap(s_shift, s_scale, t_shift, t_scale, _orthogonal_map(Xs, Yt), rank)
+    return procrustes_join(ScaledAnchors.fit(As, scaling), ScaledAnchors.fit(At, scaling))
 
 
-def affine_fit(As: torch.Tensor, At: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+def augmented_pinv(As: torch.Tensor) -> torch.Tensor:
+    """``pinv([A_s, 1])`` (``(d_s + 1) × k``): the source's part of :func:`affine_fit`."""
+    return torch.linalg.pinv(torch.cat([As, As.new_ones((len(As), 1))], dim=1))
+
+
+@dataclass
+class AffineMap:
+    """A fitted affine translation ``x ↦ [x, 1] W``, callable on source rows."""
+
+    W: torch.Tensor  # (d_s + 1) × d_t
+
+    def __call__(self, X: torch.Tensor) -> torch.Tensor:
+        """Source rows ``X`` (``n × d_s``) in target coordinates (``n × d_t``)."""
+        return torch.cat([X, X.new_ones((len(X), 1))], dim=1) @ self.W
+
+
+def affine_fit(As: torch.Tensor, At: torch.Tensor) -> AffineMap:
     """Fit the least-squares affine map ``x ↦ [x, 1] W`` source → target on parallel anchors."""
-    ones = As.new_ones((len(As), 1))
-    W = torch.linalg.pinv(torch.cat([As, ones], dim=1)) @ At
-
-    def translate(X: torch.Tensor) -> torch.Tensor:
-        return torch.cat([X, X.new_ones((len(X), 1))], dim=1) @ W
-
-    return translate
+    return AffineMap(augmented_pinv(As) @ At)

@@ -4,8 +4,9 @@ Procrustes and affine translations fitted on both spaces' parallel anchors."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -13,8 +14,8 @@ import torch.nn.functional as F
 from relbench.interfaces import Bank, Diagnostic, FitContext, Prediction, StitchSide, Stitcher
 from relbench.training import head_key, head_settings, predict_logits
 from relbench_irp.heads import HeadKind, fit_absolute_head, head_variant
-from relbench_irp.maps import Scaling, affine_fit, procrustes_fit
-from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise
+from relbench_irp.maps import AffineMap, Scaling, ScaledAnchors, augmented_pinv, procrustes_join
+from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise, centred_anchors
 
 _HEAD_DOC = """
         head: ``reference`` (the harness's reference head, shared with the absolute
@@ -44,6 +45,22 @@ def reconstruction_cosine(Y: torch.Tensor, ids: list[str], truth: Bank) -> float
     embeddings of the same samples, matched by id."""
     X = truth.X if list(truth.ids) == list(ids) else _rows(truth, ids)
     return float(F.cosine_similarity(Y, X.to(Y.dtype), dim=1).mean())
+
+
+def side_memo(side: StitchSide, key: tuple, build: Callable[[], Any]) -> Any:
+    """``build()``, kept in ``side.memo`` under ``key`` (which names what it is and every
+    parameter it depends on besides the side's anchors): work that depends on one side
+    only is done once for every stitch that side takes part in."""
+    if key not in side.memo:
+        side.memo[key] = build()
+    return side.memo[key]
+
+
+def memo_on_test_bank(side: StitchSide, key: tuple, build: Callable[[], Any]) -> Any:
+    """:func:`side_memo` for work on the side's test bank, keyed by that bank too (a
+    side evaluated on another split shares the memo); the entry holds the bank, so its
+    ``id`` is not reused while the entry lives."""
+    return side_memo(side, (*key, id(side.test)), lambda: (side.test, build()))[1]
 
 
 def _rows(bank: Bank, ids: list[str]) -> torch.Tensor:
@@ -203,13 +220,23 @@ class IRPStitcher(AbsoluteTranslationStitcher):
                                             pinv=self.pinv, ridge_alpha=self.ridge_alpha, scale=scale)
 
     def _translate(self, source: StitchSide) -> tuple[torch.Tensor, dict[str, Diagnostic]]:
+        """Decode the source's test rows; its centred anchors and test rows are
+        computed once per side (``source.memo``)."""
         dec = self._decoder
-        centre, maps = dec.maps(source.anchors[: self._k])
-        M = torch.stack(maps).mean(dim=0)
-        Y = dec.decode(centre_normalise(source.test.X, centre), M, self.completion)
+        key = ("irp/centred-anchors", self._k, dec.anchors.dtype)
+        centre, Ahat = side_memo(source, key, lambda: self._source_anchors(source))
+        X_hat = memo_on_test_bank(source, ("irp/centred-test", self._k, dec.anchors.dtype),
+                                  lambda: centre_normalise(source.test.X, centre))
+        M = torch.stack(dec.subspace_maps(Ahat)).mean(dim=0)
+        Y = dec.decode(X_hat, M, self.completion)
         shortfall = max(0, dec.anchors.shape[1] - self._k)
         return Y, {**dec.diagnostics(), "irp_initial_anchors": Diagnostic(float(self._k), "neutral"),
                    "irp_anchor_shortfall": Diagnostic(float(shortfall), "lower")}
+
+    def _source_anchors(self, source: StitchSide) -> tuple[torch.Tensor, torch.Tensor]:
+        """The source's anchor mean and centred, normalised starting anchors."""
+        centre, Ahat = centred_anchors(source.anchors[: self._k])
+        return centre, Ahat.to(self._decoder.anchors.dtype)
 
 
 @_with_head_doc
@@ -223,10 +250,11 @@ class ProcrustesStitcher(AbsoluteTranslationStitcher):
     is fitted at prediction time from the source's anchors and the target's anchors kept
     at fit. Extras per cell: ``reconstruction_cosine`` ↑, and, describing the fit
     (neutral), ``procrustes_rank`` (numerical rank of the scaled source anchors) and
-    ``procrustes_width`` (the padded width): with fewer anchors than dimensions (rank <
-    width) the anchors determine the map on their span only, and every source
-    component outside it is sent to zero, unlike a full SVD, which would rotate it
-    arbitrarily.
+    ``procrustes_width`` (the padded width): below the width (fewer anchors than
+    dimensions, and one direction fewer once the scaling subtracts the anchor mean) the
+    anchors determine the map on their span only, and every source component outside
+    it is sent to zero, unlike a full SVD, which would rotate it as rounding happens to
+    leave its singular vectors (so the map would depend on the anchors' order).
 
     Parameters:
         scaling: ``standard`` (per-dimension mean and std of the anchors, reference
@@ -234,13 +262,30 @@ class ProcrustesStitcher(AbsoluteTranslationStitcher):
 """
 
     name: ClassVar[str] = "procrustes"
+    version: ClassVar[str] = "2"  # 2: directions at or below the rank cut-off are sent to zero
     needs_both_spaces: ClassVar[bool] = True
     scaling: Scaling = "standard"
 
+    def _prepare(self, target: StitchSide, ctx: FitContext) -> None:
+        """Decompose the target's scaled anchors (once per target side)."""
+        self._scaled(target, target.anchors.dtype)
+
     def _translate(self, source: StitchSide) -> tuple[torch.Tensor, dict[str, Diagnostic]]:
-        translate = procrustes_fit(source.anchors, self._target.anchors.to(source.anchors.dtype), self.scaling)
-        return translate(source.test.X), {"procrustes_rank": Diagnostic(float(translate.rank), "neutral"),
-                                          "procrustes_width": Diagnostic(float(translate.width), "neutral")}
+        """Join the two sides' decomposed anchors (each computed once per side, in
+        ``memo``) and translate the source's test rows, projected once per side."""
+        dtype = source.anchors.dtype
+        src, tgt = (self._scaled(side, dtype) for side in (source, self._target))
+        translate = procrustes_join(src, tgt)
+        P = memo_on_test_bank(source, ("procrustes/projected-test", self.scaling, dtype),
+                              lambda: src.project(source.test.X))
+        return translate.translate_projected(P), {
+            "procrustes_rank": Diagnostic(float(translate.rank), "neutral"),
+            "procrustes_width": Diagnostic(float(translate.width), "neutral")}
+
+    def _scaled(self, side: StitchSide, dtype: torch.dtype) -> ScaledAnchors:
+        """A side's scaled, decomposed anchors in ``dtype`` (once per side)."""
+        return side_memo(side, ("procrustes/scaled-anchors", self.scaling, dtype),
+                         lambda: ScaledAnchors.fit(side.anchors.to(dtype), self.scaling))
 
 
 @_with_head_doc
@@ -259,5 +304,8 @@ class AffineStitcher(AbsoluteTranslationStitcher):
     needs_both_spaces: ClassVar[bool] = True
 
     def _translate(self, source: StitchSide) -> tuple[torch.Tensor, dict[str, Diagnostic]]:
-        translate = affine_fit(source.anchors, self._target.anchors.to(source.anchors.dtype))
+        """Fit ``W`` from the source's pseudo-inverse (computed once per side, in
+        ``source.memo``) and translate the source's test rows."""
+        pinv = side_memo(source, ("affine/augmented-pinv",), lambda: augmented_pinv(source.anchors))
+        translate = AffineMap(pinv @ self._target.anchors.to(source.anchors.dtype))
         return translate(source.test.X), {}

@@ -48,6 +48,13 @@ def centre_normalise(X: torch.Tensor, centre: torch.Tensor) -> torch.Tensor:
     return F.normalize(X - centre, dim=1)
 
 
+def centred_anchors(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Step 1 on a space's anchors: their mean and the anchors centred on it and
+    L2-normalised (a source's part of the decoding maps, the same for every target)."""
+    centre = A.mean(dim=0)
+    return centre, centre_normalise(A, centre)
+
+
 def pseudo_inverse(A: torch.Tensor, kind: PinvKind = "plain", ridge_alpha: float = 0.01) -> tuple[torch.Tensor, float]:
     """``pinv(Aᵀ)`` (``k × d`` for ``A`` of ``k × d``) and the condition number of ``A``.
 
@@ -142,11 +149,16 @@ class TargetDecoder:
 
     def maps(self, As: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Source centre and one decoding map ``Â_s[S_i]ᵀ pinv(Â_t[S_i]ᵀ)`` per subspace."""
-        if len(As) != len(self.anchors):
-            raise ValueError(f"IRP needs parallel anchors: the source has {len(As)}, the target {len(self.anchors)}")
-        centre = As.mean(dim=0)
-        Ahat = centre_normalise(As, centre).to(self.anchors.dtype)
-        return centre, [Ahat.index_select(0, idx).t() @ W for idx, W in zip(self.subspaces, self.inverses)]
+        centre, Ahat = centred_anchors(As)
+        return centre, self.subspace_maps(Ahat.to(self.anchors.dtype))
+
+    def subspace_maps(self, Ahat: torch.Tensor) -> list[torch.Tensor]:
+        """One decoding map ``Â_s[S_i]ᵀ pinv(Â_t[S_i]ᵀ)`` per subspace, for the source's
+        centred, normalised anchors ``Â_s`` (:func:`centred_anchors`, in this decoder's
+        dtype)."""
+        if len(Ahat) != len(self.anchors):
+            raise ValueError(f"IRP needs parallel anchors: the source has {len(Ahat)}, the target {len(self.anchors)}")
+        return [Ahat.index_select(0, idx).t() @ W for idx, W in zip(self.subspaces, self.inverses)]
 
     def decode(self, Xs_hat: torch.Tensor, M: torch.Tensor, completion: bool = False) -> torch.Tensor:
         """Steps 3–4 for centred, normalised source rows and an (averaged) map ``M``;
