@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import weakref
 
 import numpy as np
 import pytest
@@ -224,6 +225,38 @@ def test_damaged_table_files_are_retrained(damage, tiny_corpus, trained, tmp_pat
     np.testing.assert_array_equal(table.matrix(table.rows(table.words)), expected)
     again = GensimTable("word2vec", tmp_path, **TINY)  # the retrained files were stored
     assert len(trained) == 2 and again.words == first.words
+
+
+def test_fasttext_words_are_encoded_without_keeping_the_n_gram_buckets(tiny_corpus, tmp_path, monkeypatch):
+    """Encoding words needs FastText's in-vocabulary vectors only: the trained model (and
+    its bucket × dim n-gram matrix) is gone once the table is built, the table holds one
+    row per word, a cached table trains nothing, and the values are the model's."""
+    import gensim.models
+
+    from relbench_encoders.tables import _stable_hash
+
+    fasttext, models = gensim.models.FastText, []
+
+    def record(*args, **kwargs):
+        model = fasttext(*args, **kwargs)
+        models.append(weakref.ref(model))
+        return model
+
+    monkeypatch.setattr(gensim.models, "FastText", record)
+    params = dict(table="fasttext", corpus=list(TINY["corpus"]), dim=8, epochs=1, window=3, min_count=2, seed=0)
+    words = [f"w{i}" for i in range(0, 60, 3)]
+    encoded = WordVectors(**params).encode(words, make_ctx(tmp_path, words)).numpy()
+    assert len(models) == 1 and models[0]() is None
+    table = get_table("fasttext", tmp_path / "words", TINY["corpus"], 8, 1, 3, 2, 0)
+    held = sum(v.nbytes for v in vars(table).values() if isinstance(v, np.ndarray))
+    assert held == len(table.words) * 8 * 4
+    get_table.cache_clear()
+    again = WordVectors(**params).encode(words, make_ctx(tmp_path, words)).numpy()
+    assert len(models) == 1 and np.array_equal(again, encoded)  # read back, nothing trained
+    full = fasttext(corpus.sentences("rotten-tomatoes", tmp_path), vector_size=8, window=3, min_count=2, epochs=1,
+                    seed=0, workers=1, hashfxn=_stable_hash, sg=1)
+    assert full.wv.vectors_ngrams.nbytes > 100 * held
+    assert np.array_equal(encoded, np.stack([full.wv[w] for w in words]))
 
 
 def test_word_vocab_shared_words(tmp_path):
