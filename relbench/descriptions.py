@@ -16,6 +16,7 @@ rather than mix identities.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import inspect
 import json
@@ -90,8 +91,6 @@ class Descriptions:
         self.root = Path(root)
 
     def _file(self, key: str) -> Path:
-        import hashlib
-
         return self.root / f"{hashlib.sha256(key.encode()).hexdigest()[:40]}.json"
 
     def get(self, key: str, plugin: type, load: Callable[[], DatasetData]) -> DatasetData | None:
