@@ -181,6 +181,8 @@ class Bank:
     X: torch.Tensor
     ids: list[str]
     labels: torch.Tensor | None = None
+    #: what the encoder reported about itself (:meth:`Encoder.report`)
+    report: dict[str, Any] = field(default_factory=dict)
     _index: dict[str, int] | None = field(default=None, repr=False)
 
     @property
@@ -193,7 +195,8 @@ class Bank:
         positions = positions.to(self.X.device)
         return Bank(encoder=self.encoder, split=split, X=self.X.index_select(0, positions),
                     ids=[self.ids[i] for i in positions.tolist()],
-                    labels=None if self.labels is None else self.labels.index_select(0, positions))
+                    labels=None if self.labels is None else self.labels.index_select(0, positions),
+                    report=self.report)
 
     def rows(self, ids: Sequence[str]) -> torch.Tensor:
         """The embeddings of the given sample ids, in that order (``KeyError`` if absent)."""
@@ -307,6 +310,13 @@ class Encoder(Plugin, ABC):
     def encode(self, items: Sequence[Any], ctx: EncoderContext) -> torch.Tensor:
         """Embed ``items`` (one view's items, in order) and return ``len(items) × d``
         float32. Batch internally and show a :func:`progress_bar` with samples/s."""
+
+    def report(self) -> dict[str, Any]:
+        """What the encoder measured about itself in :meth:`setup`, for the pages (an
+        encoder trained here reports its own accuracy, so a reader sees whether it
+        converged). JSON-able numbers and strings; stored with the embeddings in the
+        cache, so a cached bank keeps it. Default: nothing."""
+        return {}
 
 
 # --------------------------------------------------------------------------------------

@@ -326,7 +326,7 @@ class TaskRun:
         self.runner.cache.warnings.clear()
         if hit is not None and hit[1].get("n") == len(sp):
             self.runner.stats.cached += 1
-            X = hit[0]
+            X, report = hit[0], hit[1].get("report") or {}
         else:
             data = loaded(data)  # a described data set is loaded now: its items are read
             ctx = self._encoder_ctx(spec, data, view)
@@ -345,12 +345,14 @@ class TaskRun:
             dt = time.perf_counter() - t0
             self.runner.say(f"encoded {data.name}/{split}/{view} with {spec.label}: {len(sp)} samples, "
                             f"{X.shape[1]}-d, {len(sp) / max(dt, 1e-9):.1f} samples/s")
+            report = encoder.report()
             self.runner.cache.put(key, X, {**identity, "n": len(sp), "label": spec.label, "dataset": data.name,
-                                           "seconds": dt})
+                                           "seconds": dt, "backend": getattr(encoder, "backend_used", None),
+                                           "report": report})
             self.runner.stats.encoded += 1
         labels = None if sp.labels is None else torch.as_tensor(np.asarray(sp.labels), dtype=torch.long)
         return Bank(encoder=spec.label, split=split, X=X.to(self.device), ids=list(sp.ids),
-                    labels=None if labels is None else labels.to(self.device))
+                    labels=None if labels is None else labels.to(self.device), report=report)
 
     def draw(self, seed: int) -> Draw:
         """The samples seed ``seed`` draws under the task's protocol (computed once)."""

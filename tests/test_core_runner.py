@@ -320,3 +320,12 @@ def test_ctrl_c_exits_130_keeps_finished_units_and_says_how_to_resume(cli_main, 
     monkeypatch.setattr(stitching, "_evaluate", real)
     assert cli_main(["run", str(path), "--no-leaderboard"]) == 0
     assert "reused 2 already finished" in capsys.readouterr().err
+
+
+def test_cache_records_the_backend_an_encoder_used(registry, write_yaml, monkeypatch):
+    monkeypatch.setattr(toy_plugins.Rotated, "backend_used", "toy-backend", raising=False)
+    runner, stats = _run(registry, write_yaml(TASKS))
+    assert stats.encoded == 6
+    entries = [e for e in runner.cache.entries() if e.get("encoder") == "toy-rotated"]
+    assert len(entries) == 6 and {e["backend"] for e in entries} == {"toy-backend"}
+    assert all(e["report"] == {} for e in entries)  # the toy encoder measures nothing about itself

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -82,3 +84,63 @@ def test_precomputed_reads_npy_safetensors_parquet(tmp_path):
         assert enc.fingerprint(ctx)
         with pytest.raises(MissingIds):
             enc.encode(["zz"], ctx)
+
+
+def test_trained_encoder_reports_its_own_accuracy(tmp_path):
+    ctx, imgs, y = digits_ctx(tmp_path, n=900)
+    train = Split(ids=ctx.train.ids[:600], labels=y[:600], views={"image": imgs[:600]})
+    test = Split(ids=ctx.train.ids[600:], labels=y[600:], views={"image": imgs[600:]})
+    data = DatasetData("digits", {"train": train, "test": test}, [str(c) for c in range(10)], {"image": "image"}, "fp")
+    ctx = EncoderContext(torch.device("cpu"), "image", data, train, tmp_path)
+    enc = TrainedEncoder(width=32, epochs=15, image_size=8)
+    assert enc.report() == {}  # nothing measured before training
+    enc.setup(ctx)
+    report = enc.report()
+    assert set(report) == {"epochs", "train_accuracy", "test_accuracy"} and report["epochs"] == 15
+    assert 0.9 < report["train_accuracy"] <= 1.0 and 0.8 < report["test_accuracy"] <= 1.0  # chance is 0.1
+    only_train = DatasetData("digits", {"train": train}, [str(c) for c in range(10)], {"image": "image"}, "fp")
+    enc2 = TrainedEncoder(width=32, epochs=15, image_size=8)
+    enc2.setup(EncoderContext(torch.device("cpu"), "image", only_train, train, tmp_path))
+    assert enc2.report() == {"epochs": 15, "train_accuracy": report["train_accuracy"]}  # same seed, same network
+
+
+REPORT_TASKS = """\
+suite: {seeds: [0], num_anchors: 12, output: results, leaderboards: boards}
+tasks:
+  - name: digits-trained
+    dataset: {name: digits, params: {train_size: 300, test_size: 150}}
+    encoders:
+      - {name: trained, label: mlp-0, params: {arch: mlp, seed: 0, epochs: 2}}
+      - {name: trained, label: mlp-1, params: {arch: mlp, seed: 1, epochs: 2}}
+    grid:
+      selectors: [random]
+      similarities: [cosine]
+      stitchers: [relative]
+    metrics: [accuracy]
+"""
+
+
+def test_trained_encoders_accuracy_reaches_the_page_and_survives_the_cache(registry, cli_main, write_yaml):
+    from relbench.config import load_suite
+    from relbench.runner import Runner
+
+    path = write_yaml(REPORT_TASKS)
+    first = Runner(load_suite(path, registry), registry, quiet=True)
+    assert first.run().encoded == 4
+
+    def reports(runner):
+        extras = runner.store.load("digits-trained")["extra"]
+        found = {json.dumps(e["encoder_reports"], sort_keys=True) for e in extras}
+        assert len(found) == 1
+        return json.loads(found.pop())
+
+    before = reports(first)
+    assert set(before) == {"mlp-0", "mlp-1"} and all(0 < r["test_accuracy"] <= 1 for r in before.values())
+    assert cli_main(["leaderboard", str(path)]) == 0
+    page = (path.parent / "boards" / "digits-trained.md").read_text()
+    assert "Encoders trained here" in page and "test accuracy" in page
+
+    again = Runner(load_suite(path, registry), registry, quiet=True, force=True)
+    stats = again.run()
+    assert stats.encoded == 0 and stats.cached == 4  # the banks, and their reports, come from the cache
+    assert reports(again) == before

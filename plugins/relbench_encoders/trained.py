@@ -111,6 +111,7 @@ class TrainedEncoder(Encoder):
             raise ValueError("width, epochs, batch_size, image_size and lr must be positive")
         self._body: _Body | None = None
         self._stats: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._report: dict = {}
 
     def fingerprint(self, ctx: EncoderContext) -> str:
         """Hash of the parameters, the view and the data set's fingerprint."""
@@ -136,6 +137,23 @@ class TrainedEncoder(Encoder):
         train_classifier(model, self._standardise(x).to(ctx.device), y, epochs=self.epochs, lr=self.lr,
                          batch_size=self.batch_size, seed=self.seed)
         self._body = body.eval()
+        self._report = {"epochs": self.epochs, "train_accuracy": self._accuracy(model, ctx.train, ctx)}
+        test = ctx.dataset.splits.get("test")
+        if test is not None and test.labels is not None:
+            self._report["test_accuracy"] = self._accuracy(model, test, ctx)
+
+    def _accuracy(self, model: nn.Module, split, ctx: EncoderContext) -> float:
+        """The trained classifier's own accuracy on ``split`` (reported, never used to choose)."""
+        x = self._standardise(as_inputs(split.views[ctx.view], self.image_size))
+        with torch.inference_mode():
+            pred = torch.cat([model(c.to(ctx.device)).argmax(dim=1).cpu() for c in x.split(1024)])
+        return float((pred.numpy() == np.asarray(split.labels)).mean())
+
+    def report(self) -> dict:
+        """The classifier's own accuracy after training: on the training split it learned
+        from and on the data set's test split (``epochs`` with it), so a page shows
+        whether the networks whose spaces are stitched converged."""
+        return dict(self._report)
 
     def encode(self, items: Sequence[Any], ctx: EncoderContext) -> torch.Tensor:
         """Penultimate-layer features: ``len(items) × width`` float32 on CPU."""

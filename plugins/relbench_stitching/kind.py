@@ -262,6 +262,9 @@ class Stitching(TaskKind):
                          "role": "reference" if cls.diagonal_only or not cls.uses_anchors else "method",
                          "evaluation": protocol.evaluation, "samples": sizes, "tuned": choice.record(),
                          "anchors": len(anchors) if anchors is not None else 0, **(anchors.info if anchors else {})}
+                reports = {lbl: banks["test"][lbl].report for lbl in (target, *sources) if banks["test"][lbl].report}
+                if reports:
+                    extra["encoder_reports"] = reports
                 for source in sources:
                     rows += _evaluate(stitcher, side(source, sim_spec, anchors), metrics, extra)
 

@@ -227,6 +227,25 @@ def pair_kind_section(df: pd.DataFrame, kinds: dict[tuple[str, str], str], metri
                        disable_numparse=True) + "\n")
 
 
+def encoder_report_section(df: pd.DataFrame) -> str:
+    """What encoders reported about themselves (:meth:`Encoder.report`, e.g. the own
+    accuracy of networks trained here), one line per encoder; empty when none did."""
+    reports: dict[str, dict] = {}
+    for extra in df["extra"]:
+        if isinstance(extra, dict):
+            for label, report in (extra.get("encoder_reports") or {}).items():
+                reports.setdefault(label, report)
+    if not reports:
+        return ""
+    keys = list(dict.fromkeys(k for r in reports.values() for k in r))
+    rows = [[label, *(fmt(r[k]) if isinstance(r.get(k), float) else r.get(k, "-") for k in keys)]
+            for label, r in sorted(reports.items())]
+    return ("\n### Encoders trained here\n\nWhat each encoder reported after training (accuracy of its own "
+            "classifier on the data set's training and test pools).\n\n"
+            + tabulate(rows, headers=["encoder", *(k.replace("_", " ") for k in keys)], tablefmt="pipe",
+                       disable_numparse=True) + "\n")
+
+
 def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False) -> str:
     """Body of a stitching task's page (``held_out``: the task uses the held-out protocol)."""
     kinds = pair_kinds(df)
@@ -303,6 +322,7 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False) -> str:
             link = _heatmap(df, primary, dict(r[COMBO]), page, f"{primary} {combo_label(r)}")
             lines.append(f"Reference for comparison ({combo_label(r)}):\n\n![heatmap]({link})\n")
     lines.append(pair_kind_section(df, kinds, primary, direction[primary]))
+    lines.append(encoder_report_section(df))
     if held_out:
         lines.append(held_out_section(df, primary, page))
     errors = df[df["status"] == "error"]
