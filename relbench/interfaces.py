@@ -655,6 +655,10 @@ class ResultRow:
     the values of the kind's :attr:`TaskKind.columns` that vary inside the unit (for
     stitching: ``source``); the unit key's columns are added by the runner. ``extra``
     is free-form detail a page may show but never needs to identify a cell.
+    ``per_sample`` is the per-sample data behind the value (a classification cell's true
+    and predicted labels: :func:`relbench.samples.predictions`), stored once per cell
+    (on one of its rows) so that intervals and paired comparisons can be computed later
+    from the store.
     """
 
     metric: str
@@ -664,6 +668,7 @@ class ResultRow:
     status: str = "ok"  # ok | not_achievable | error
     error: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    per_sample: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:

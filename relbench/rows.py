@@ -48,7 +48,8 @@ def packages(inputs: Any) -> list[str]:
 def flat_row(task: Task, kind: TaskKind, r: ResultRow, display: dict[str, Any], inputs: dict[str, Any]) -> dict:
     """One stored row: task, kind, data set, seed, every column of the kind (None where
     unused), the metric, value, direction, status, error, extra and the packages of
-    every plugin involved. A row's ``cell`` may only set declared columns the unit key
+    every plugin involved, and ``per_sample`` where the row carries it. A row's ``cell``
+    may only set declared columns the unit key
     does not already fix; anything else is a bug of the kind, raised here."""
     unknown = set(r.cell) - set(kind.columns)
     if unknown:
@@ -57,10 +58,13 @@ def flat_row(task: Task, kind: TaskKind, r: ResultRow, display: dict[str, Any], 
     clash = {c for c in r.cell if c in display}
     if clash:
         raise TypeError(f"task kind {kind.name!r}: a row sets {sorted(clash)}, which its unit key already fixes")
-    return {
+    row = {
         "task": task.name, "kind": kind.name, "dataset": task.dataset.label, "seed": display.get("seed"),
         **{c: None for c in kind.columns}, **{k: v for k, v in display.items() if k != "seed"}, **r.cell,
         "metric": r.metric, "value": None if r.value is None else float(r.value),
         "direction": r.direction, "status": r.status, "error": r.error, "extra": r.extra,
         "packages": packages(inputs),
     }
+    if r.per_sample is not None:  # only the rows that carry them (one per cell)
+        row["per_sample"] = r.per_sample
+    return row

@@ -33,6 +33,7 @@ from relbench.config import EncoderSpec, PluginSpec, Task
 from relbench.interfaces import (DatasetData, FitContext, NotAchievable, ResultRow, StitchSide, TaskKind, TaskRunAPI,
                                  UnitKey)
 from relbench.pages import Page
+from relbench.samples import predictions
 from relbench.tuning import Candidate, candidates, choose
 from relbench_stitching import page as pages
 
@@ -109,9 +110,14 @@ class Stitching(TaskKind):
             protocol: for each source, anchors are chosen with that source excluded and
             decoders fitted on every other encoder). Default ``all-pairs``.
         held_out: with ``held-out``, the encoders to hold out (default: each in turn).
+
+    Every evaluated cell also stores its test samples' true and predicted labels
+    (:func:`relbench.samples.predictions`, on the row of the task's first metric), from
+    which intervals and paired comparisons are computed later; version 2 added them.
     """
 
     name: ClassVar[str] = "stitching"
+    version: ClassVar[str] = "2"
     columns: ClassVar[tuple[str, ...]] = (*COMBO, "source", "target", "held_out")
     holds_out_sources: ClassVar[bool] = True
     is_default: ClassVar[bool] = True
@@ -300,6 +306,7 @@ def _evaluate(stitcher, source: StitchSide, metrics, extra: dict) -> list[Result
     y_pred = pred.logits.argmax(dim=1).cpu().numpy()
     rows = [ResultRow(metric=label, value=float(metric.compute(y_true, y_pred)), direction=metric.direction(),
                       cell=cell, extra=extra) for label, metric in metrics]
+    rows[0].per_sample = predictions(source.test.ids, y_true, y_pred)
     rows += [ResultRow(metric=name, value=float(d.value), direction=d.direction, cell=cell, extra=extra)
              for name, d in pred.extras.items() if d.value is not None and np.isfinite(d.value)]
     return rows
