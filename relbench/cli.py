@@ -264,18 +264,21 @@ def _render(runner, leaderboards: Path, quiet: bool, redraw: bool = False) -> No
 
 
 def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
-    from relbench.parallel import run_parallel
+    from relbench.parallel import estimated_seconds, run_parallel
     from relbench.plugins import DISABLE_ENV, PLUGINS_ENV
 
     runner.store.ensure_writable()
     runner.cache.ensure_writable()
-    todo = [tr.task for tr in runner.plans() if tr.plan().todo]  # every user error before any work
+    plans = {tr.task.name: tr.plan() for tr in runner.plans()}  # every user error before any work
+    todo = [tr.task for tr in runner.plans() if plans[tr.task.name].todo]
+    weights = estimated_seconds(todo, {t.name: len(plans[t.name].todo) for t in todo},
+                                {t.name: runner.store.unit_seconds(t.name) for t in todo})
     for var, values in ((DISABLE_ENV, args.disable), (PLUGINS_ENV, args.plugin)):
         if values:
             os.environ[var] = ",".join(filter(None, [os.environ.get(var, ""), *values]))
     extra = (["--force"] if args.force else []) + ([f"--output={args.output.resolve()}"] if args.output else []) + \
         (["-q"] if args.quiet else [])
-    code = run_parallel(suite, todo, jobs, extra, command, args.quiet) if todo else EXIT_OK
+    code = run_parallel(suite, todo, jobs, extra, command, args.quiet, weights) if todo else EXIT_OK
     if not args.no_leaderboard and code != EXIT_INTERRUPTED:
         _render(runner, suite.leaderboards, args.quiet)
     if code == EXIT_INTERRUPTED:

@@ -1,13 +1,16 @@
 """``relbench run --jobs N``: a suite's tasks in N worker processes.
 
 Most of an evaluation is many small decoder fits, bound by one core's Python overhead,
-so N processes use N cores where one process with N threads cannot. Tasks are grouped
-into *chains* by data set (tasks over the same data usually share encoders, so a chain
-computes each embedding once and the rest of its tasks read the cache); chains are
-handed to workers longest first. Every worker is a ``relbench run --task=…`` process
-with one torch thread: results go to per-task files, so workers never write the same
-file, and the embedding cache is written atomically. Workers record the user's own
-command line (passed in :data:`COMMAND_ENV`) in their rows, not their internal one.
+so N processes use N cores where one process with N threads cannot. Every task runs in
+its own worker, heaviest first (:func:`estimated_seconds`: the task's units to compute
+times the seconds its units took when last computed, so a long task starts early and
+does not finish alone at the end). Tasks over the same data usually share encoders, so
+the first task of each data set (its *leader*, in file order) runs before the others
+of that data set start: it encodes the pools once and they read the cache. Every worker
+is a ``relbench run --task=…`` process with one torch thread: results go to per-task
+files, so workers never write the same file, and the embedding cache is written
+atomically. Workers record the user's own command line (passed in
+:data:`COMMAND_ENV`) in their rows, not their internal one.
 
 Workers never outlive the run: each starts through this module's ``__main__``, which
 first arms a parent-death signal (:func:`_die_with_parent`), so killing the parent, even
@@ -41,23 +44,49 @@ STOP_GRACE, KILL_GRACE = 10.0, 2.0
 PR_SET_PDEATHSIG = 1
 
 
-def chains(tasks: list[Task]) -> list[list[Task]]:
-    """Tasks grouped by data set, in file order within a group, heaviest group first
-    (weight: the number of encoders × seeds × grid points, a rough cost)."""
-    groups: dict[str, list[Task]] = {}
+def grid_weight(task: Task) -> int:
+    """A rough cost of a task from its shape: encoders × seeds × grid points."""
+    return (max(1, len(task.encoders)) * len(task.seeds) * max(1, len(task.similarities)) *
+            max(1, len(task.stitchers)) * max(1, len(task.selectors)))
+
+
+def estimated_seconds(tasks: list[Task], todo: dict[str, int], measured: dict[str, list[float]]) -> dict[str, float]:
+    """How long each task should take: its ``todo`` units times the mean seconds of its
+    ``measured`` units (the last time they were computed, whatever their protocol).
+    Tasks never measured get the median measured seconds per unit of the others, scaled
+    by their grid's weight relative to the measured ones' (or the grid weight alone
+    when nothing was ever measured)."""
+    per_unit = {name: sum(v) / len(v) for name, v in measured.items() if v}
+    out = {}
+    known = [t for t in tasks if t.name in per_unit]
     for task in tasks:
-        groups.setdefault(task.dataset.name, []).append(task)
+        units = max(1, todo.get(task.name, 1))
+        if task.name in per_unit:
+            out[task.name] = units * per_unit[task.name]
+        elif known:
+            ratio = sorted(per_unit[t.name] / grid_weight(t) for t in known)[len(known) // 2]
+            out[task.name] = units * ratio * grid_weight(task)
+        else:
+            out[task.name] = float(grid_weight(task))
+    return out
 
-    def weight(chain: list[Task]) -> int:
-        return sum(max(1, len(t.encoders)) * len(t.seeds) * max(1, len(t.similarities)) *
-                   max(1, len(t.stitchers)) * max(1, len(t.selectors)) for t in chain)
 
-    return sorted(groups.values(), key=weight, reverse=True)
+def next_ready(pending: list[Task], leaders: dict[str, str], done_leaders: set[str]) -> Task | None:
+    """The first task of ``pending`` (heaviest first) that may start: a data set's
+    leader, or a task whose leader has ended."""
+    for task in pending:
+        data = task.dataset.name
+        if leaders[data] == task.name or data in done_leaders:
+            return task
+    return None
 
 
 def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[str], command: str,
-                 quiet: bool = False) -> int:
-    """Run ``tasks`` in up to ``jobs`` worker processes; return the worst exit code.
+                 quiet: bool = False, weights: dict[str, float] | None = None) -> int:
+    """Run ``tasks`` (in file order) in up to ``jobs`` worker processes, one task per
+    worker, heaviest first by ``weights`` (seconds, :func:`estimated_seconds`; default:
+    the grid's weight; a data set's leader counts with the tasks that wait for it), each
+    data set's leader before the rest of its tasks; return the worst exit code.
 
     ``extra_args`` are passed to every worker's ``relbench run`` (``--force``,
     ``--output``, ``-q``; switched-off and extra plugins travel in the environment);
@@ -67,9 +96,19 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
     """
     from relbench.interfaces import progress_bar
 
-    queue = chains(tasks)
+    weights = weights or {t.name: float(grid_weight(t)) for t in tasks}
+    leaders: dict[str, str] = {}
+    for task in tasks:
+        leaders.setdefault(task.dataset.name, task.name)
+    # a leader carries the weight of the tasks that wait for it (the path it starts)
+    priority = {t.name: weights.get(t.name, 0.0) for t in tasks}
+    for task in tasks:
+        if leaders[task.dataset.name] != task.name:
+            priority[leaders[task.dataset.name]] += weights.get(task.name, 0.0)
+    pending = sorted(tasks, key=lambda t: -priority[t.name])  # stable: file order among equals
+    done_leaders: set[str] = set()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", COMMAND_ENV: command}
-    running: list[tuple[subprocess.Popen, list[Task], Path]] = []
+    running: list[tuple[subprocess.Popen, Task, Path]] = []
     worst = 0
     logdir = Path(tempfile.mkdtemp(prefix="relbench-jobs-"))
     bar = progress_bar(total=len(tasks), desc=f"tasks ({jobs} workers)", leave=True)
@@ -79,35 +118,40 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
             bar.write(message, file=sys.stderr)
 
     try:
-        while queue or running:
-            while queue and len(running) < jobs:
-                chain = queue.pop(0)
-                log = logdir / f"{chain[0].name}.log"
+        while pending or running:
+            while pending and len(running) < jobs:
+                task = next_ready(pending, leaders, done_leaders)
+                if task is None:  # the rest wait for their data set's leader
+                    break
+                pending.remove(task)
+                log = logdir / f"{task.name}.log"
                 # one argv element per option, so no name or path is read as an option; an
                 # absolute suite path cannot start with "-"; names are matched exactly, not as globs
                 cmd = [sys.executable, "-m", "relbench.parallel", str(os.getpid()), "run", os.path.abspath(suite.file),
-                       "--no-leaderboard", *extra_args, *[f"--task={_glob_escape(t.name)}" for t in chain]]
+                       "--no-leaderboard", *extra_args, f"--task={_glob_escape(task.name)}"]
                 with open(log, "w") as fh:
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
-                running.append((proc, chain, log))
-                say(f"worker {proc.pid}: {', '.join(t.name for t in chain)}")
+                running.append((proc, task, log))
+                say(f"worker {proc.pid}: {task.name}")
             time.sleep(0.5)
             for item in list(running):
-                proc, chain, log = item
+                proc, task, log = item
                 if proc.poll() is None:
                     continue
                 running.remove(item)
-                bar.update(len(chain))
+                bar.update(1)
+                if leaders[task.dataset.name] == task.name:
+                    done_leaders.add(task.dataset.name)
                 code = proc.returncode
                 if code < 0:  # killed by a signal (e.g. out of memory): a failure, never success
-                    say(f"  [{chain[0].dataset.name}] worker {proc.pid} was killed by signal {-code}; "
+                    say(f"  [{task.name}] worker {proc.pid} was killed by signal {-code}; "
                         f"its finished units are stored, run again to resume. Log: {log}", failure=True)
                     code = 1
                 worst = max(worst, code)
                 lines = [ln for ln in log.read_text(errors="replace").replace("\r", "\n").splitlines()
                          if ln.startswith(("== task", "encoded ", "ran ", "  - ", "relbench: error", "warning"))
                          or "failures" in ln or "not achievable" in ln]
-                say("\n".join(f"  [{chain[0].dataset.name}] {ln}" for ln in lines), failure=code != 0)
+                say("\n".join(f"  [{task.name}] {ln}" for ln in lines), failure=code != 0)
     except KeyboardInterrupt:
         _stop([proc for proc, _, _ in running])
         return 130

@@ -29,6 +29,7 @@ import mmap
 import os
 import platform
 import subprocess
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -285,6 +286,21 @@ class ResultStore:
             lines = [_unit(data[e.offset:e.end]) for e in entries]
         return [line for line in lines if line is not None]
 
+    def unit_seconds(self, task: str) -> list[float]:
+        """The seconds each unit of ``task`` took when its newest line was computed (the
+        ``seconds`` its rows record), for scheduling; read from the raw lines without
+        parsing them. Units without the figure are left out."""
+        entries = list(self.read(task).units.values())
+        if not entries:
+            return []
+        found = []
+        with open(self._file(task), "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            for e in entries:
+                match = _SECONDS.search(data, e.offset, e.end)
+                if match:
+                    found.append(float(match.group(1)))
+        return found
+
     def changed(self, task: str) -> bool:
         """Whether the task's file changed since this store last read or wrote it."""
         cached = self._read.get(task)
@@ -383,6 +399,10 @@ class ResultStore:
             if col not in df:
                 df[col] = None
         return df
+
+
+#: a row's ``seconds`` figure in a stored line (every row of a unit records the same)
+_SECONDS = re.compile(rb'"seconds": ([0-9.eE+-]+)')
 
 
 @dataclass(frozen=True)

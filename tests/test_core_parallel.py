@@ -20,7 +20,7 @@ import relbench.parallel as parallel
 
 TESTS = Path(__file__).resolve().parent
 
-#: Two tasks over two data sets (so two chains, two workers) whose encoder sleeps
+#: Two tasks over two data sets (so two workers) whose encoder sleeps
 #: SLEEPY_SECONDS (default: minutes).
 SLOW_TASKS = """\
 suite: {seeds: [0], num_anchors: 8, output: results, leaderboards: boards}
@@ -277,3 +277,57 @@ def test_task_names_reach_workers_as_exact_patterns_never_options(monkeypatch, t
         [pattern] = args.only
         assert [n for n in names + others if fnmatch.fnmatchcase(n, pattern)] in ([n] for n in names)
     assert all("--task" not in cmd for cmd in started)
+
+
+def _task(name, data, encoders=2):
+    return SimpleNamespace(name=name, dataset=SimpleNamespace(name=data), encoders=[0] * encoders, seeds=[0],
+                           similarities=[], stitchers=[], selectors=[])
+
+
+def test_estimated_seconds_use_what_the_store_measured():
+    light, heavy, new = _task("light", "a"), _task("heavy", "a"), _task("new", "b", encoders=4)
+    est = parallel.estimated_seconds([light, heavy, new], {"light": 10, "heavy": 5, "new": 3},
+                                     {"light": [1.0, 3.0], "heavy": [40.0], "new": []})
+    assert est["light"] == 10 * 2.0 and est["heavy"] == 5 * 40.0
+    # never measured: the median seconds per unit and grid weight of the measured ones (2 encoders
+    # → 1.0 or 20.0 per weight unit; median of two is the upper), scaled by its own weight (4)
+    assert est["new"] == 3 * 20.0 * 4
+    assert parallel.estimated_seconds([new], {"new": 3}, {}) == {"new": 4.0}  # nothing measured: the grid
+
+
+def test_tasks_start_heaviest_first_after_their_data_sets_leader(monkeypatch, tmp_path):
+    started = []
+
+    class Worker:
+        returncode = 0
+
+        def __init__(self, cmd, **kwargs):
+            self.pid = 4000 + len(started)
+            started.append(cmd[-1].removeprefix("--task="))
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setattr(parallel.subprocess, "Popen", Worker)
+    monkeypatch.setattr(parallel.time, "sleep", lambda s: None)
+    # file order: a-lead, b-only, a-heavy; a-heavy may only start once a-lead (which encodes
+    # data set a's pools) has ended, and a-lead goes first because the heavy one waits for it
+    tasks = [_task("a-lead", "a"), _task("b-only", "b"), _task("a-heavy", "a")]
+    weights = {"a-lead": 1.0, "b-only": 50.0, "a-heavy": 100.0}
+    suite = SimpleNamespace(file=tmp_path / "tasks.yaml")
+    assert parallel.run_parallel(suite, tasks, 1, [], "relbench run", quiet=True, weights=weights) == 0
+    assert started == ["a-lead", "a-heavy", "b-only"]
+    started.clear()
+    assert parallel.run_parallel(suite, tasks, 1, [], "relbench run", quiet=True,
+                                 weights={**weights, "a-heavy": 10.0}) == 0
+    assert started == ["b-only", "a-lead", "a-heavy"]  # 50 > 1 + 10
+
+
+def test_store_reads_each_units_seconds_without_parsing_lines(registry, write_yaml):
+    from test_core_runner import TASKS, _run
+
+    runner, stats = _run(registry, write_yaml(TASKS))
+    df = runner.store.load("blobs")
+    expected = sorted(df.drop_duplicates("unit")["seconds"])
+    assert sorted(runner.store.unit_seconds("blobs")) == expected and len(expected) == stats.units_done
+    assert runner.store.unit_seconds("no-such-task") == []
