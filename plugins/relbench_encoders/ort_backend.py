@@ -123,28 +123,36 @@ class GraphSpec:
         return folder / f"{safe}-{self.key()}"
 
 
+def open_session(path: Path, device: torch.device, purpose: str = "the onnxruntime backend"):
+    """An onnxruntime session on the graph at ``path`` as relbench runs every graph: the
+    CPU memory arena off (memory is returned after each run instead of being kept at its
+    peak size), intra-op threads following ``torch.get_num_threads()`` (one in a ``-j``
+    worker: onnxruntime's default, a thread per core, would make the workers' spinning
+    thread pools fight over the same cores), one inter-op thread, errors-only logging,
+    and the CUDA provider when ``device`` is CUDA and the provider is installed."""
+    ort = require("onnxruntime", purpose)
+    options = ort.SessionOptions()
+    options.enable_cpu_mem_arena = False
+    options.intra_op_num_threads = max(1, torch.get_num_threads())
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # errors only: its warnings are about graph fusions
+    providers = ["CPUExecutionProvider"]
+    if device.type == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
+        providers.insert(0, "CUDAExecutionProvider")
+    return ort.InferenceSession(str(path), options, providers=providers)
+
+
 class OrtForward:
     """An onnxruntime session that stands in for a torch module's forward: takes the
     inputs named by ``input_names`` as tensors (positional, in that order; those the
     exporter found unused are dropped) and returns the graph's outputs as CPU float32
     tensors.
 
-    The CPU memory arena is off (memory is returned after each run instead of being kept
-    at its peak size), intra-op threads follow ``torch.get_num_threads()``, and the CUDA
-    provider is used when ``device`` is CUDA and the provider is installed.
+    The session is :func:`open_session`'s.
     """
 
     def __init__(self, path: Path, device: torch.device, input_names: Sequence[str]):
-        ort = require("onnxruntime", "the onnxruntime backend")
-        options = ort.SessionOptions()
-        options.enable_cpu_mem_arena = False
-        options.intra_op_num_threads = max(1, torch.get_num_threads())
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3  # errors only: its warnings are about graph fusions
-        providers = ["CPUExecutionProvider"]
-        if device.type == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
-            providers.insert(0, "CUDAExecutionProvider")
-        self.session = ort.InferenceSession(str(path), options, providers=providers)
+        self.session = open_session(path, device)
         self.input_names = tuple(input_names)
         self._used = {i.name for i in self.session.get_inputs()}
 
