@@ -164,6 +164,10 @@ class EmbeddingCache:
             return self._set_aside(key, f"is corrupt or truncated ({exc})")
         return X, meta
 
+    def has(self, key: str) -> bool:
+        """Whether an entry is stored under ``key`` (its files exist; :meth:`get` checks them)."""
+        return all(os.path.lexists(p) for p in self._paths(key))
+
     def _set_aside(self, key: str, why: str) -> None:
         """Report entry ``key`` and remove its files (a folder in their place is renamed, not deleted)."""
         self.warnings.append(f"cache entry {key} {why}; recomputing it")

@@ -278,7 +278,10 @@ def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
             os.environ[var] = ",".join(filter(None, [os.environ.get(var, ""), *values]))
     extra = (["--force"] if args.force else []) + ([f"--output={args.output.resolve()}"] if args.output else []) + \
         (["-q"] if args.quiet else [])
-    code = run_parallel(suite, todo, jobs, extra, command, args.quiet, weights) if todo else EXIT_OK
+    runs = {tr.task.name: tr for tr in runner.plans()}
+    data = {t.dataset.name for t in todo}
+    encoded = frozenset(d for d in data if all(runs[t.name].pools_cached() for t in todo if t.dataset.name == d))
+    code = run_parallel(suite, todo, jobs, extra, command, args.quiet, weights, encoded) if todo else EXIT_OK
     if not args.no_leaderboard and code != EXIT_INTERRUPTED:
         _render(runner, suite.leaderboards, args.quiet)
     if code == EXIT_INTERRUPTED:

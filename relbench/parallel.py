@@ -5,8 +5,9 @@ so N processes use N cores where one process with N threads cannot. Every task r
 its own worker, heaviest first (:func:`estimated_seconds`: the task's units to compute
 times the seconds its units took when last computed, so a long task starts early and
 does not finish alone at the end). Tasks over the same data usually share encoders, so
-the first task of each data set (its *leader*, in file order) runs before the others
-of that data set start: it encodes the pools once and they read the cache. Every worker
+while a data set's pools are not all cached, the first task of that data set (its
+*leader*, in file order) runs before the others start: it encodes the pools once and
+they read the cache. Every worker
 is a ``relbench run --task=…`` process with one torch thread: results go to per-task
 files, so workers never write the same file, and the embedding cache is written
 atomically. Workers record the user's own command line (passed in
@@ -82,11 +83,14 @@ def next_ready(pending: list[Task], leaders: dict[str, str], done_leaders: set[s
 
 
 def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[str], command: str,
-                 quiet: bool = False, weights: dict[str, float] | None = None) -> int:
+                 quiet: bool = False, weights: dict[str, float] | None = None,
+                 encoded: frozenset[str] = frozenset()) -> int:
     """Run ``tasks`` (in file order) in up to ``jobs`` worker processes, one task per
     worker, heaviest first by ``weights`` (seconds, :func:`estimated_seconds`; default:
     the grid's weight; a data set's leader counts with the tasks that wait for it), each
-    data set's leader before the rest of its tasks; return the worst exit code.
+    data set's leader before the rest of its tasks, except for the data sets named in
+    ``encoded`` (every pool their tasks read is cached already); return the worst exit
+    code.
 
     ``extra_args`` are passed to every worker's ``relbench run`` (``--force``,
     ``--output``, ``-q``; switched-off and extra plugins travel in the environment);
@@ -103,10 +107,10 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
     # a leader carries the weight of the tasks that wait for it (the path it starts)
     priority = {t.name: weights.get(t.name, 0.0) for t in tasks}
     for task in tasks:
-        if leaders[task.dataset.name] != task.name:
+        if leaders[task.dataset.name] != task.name and task.dataset.name not in encoded:
             priority[leaders[task.dataset.name]] += weights.get(task.name, 0.0)
     pending = sorted(tasks, key=lambda t: -priority[t.name])  # stable: file order among equals
-    done_leaders: set[str] = set()
+    done_leaders: set[str] = set(encoded)  # nothing to encode: their tasks need not wait
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", COMMAND_ENV: command}
     running: list[tuple[subprocess.Popen, Task, Path]] = []
     worst = 0

@@ -307,6 +307,26 @@ class TaskRun:
         return EncoderContext(device=self.device, view=view, dataset=data, train=data.splits["train"],
                               cache_dir=self.runner.cache.root, batch_size=self.task.batch_size)
 
+    def _bank_identity(self, spec: EncoderSpec, encoder, data: DatasetData, split: str, view: str) -> dict:
+        """What a bank's cache entry is keyed by: the encoder, its parameters and weights
+        fingerprint, the data set's fingerprint, the split and the view."""
+        ctx = self._encoder_ctx(spec, data, view)
+        return {"encoder": spec.name, "params": encoder.params(), "weights": encoder.fingerprint(ctx),
+                "plugin": spec.package, "data": data.fingerprint, "split": split, "view": view,
+                "relbench": __version__}
+
+    def pools_cached(self) -> bool:
+        """Whether every encoder's train and test pool is in the embedding cache (asked
+        before running, to schedule ``-j`` workers; encodes and loads nothing)."""
+        data = self.dataset()
+        for spec in self.task.encoders:
+            encoder = self._encoders.get(spec.label) or spec.build()
+            view = self.encoder_view(spec.label)
+            for split in ("train", "test"):
+                if not self.runner.cache.has(identity_key(self._bank_identity(spec, encoder, data, split, view))):
+                    return False
+        return True
+
     def _embed(self, spec: EncoderSpec, data: DatasetData, split: str, view: str) -> Bank:
         encoder = self._encoders.get(spec.label) or spec.build()
         modalities = getattr(encoder, "modalities", ())
@@ -314,11 +334,8 @@ class TaskRun:
         if modalities and modality not in modalities:
             raise ConfigError(f"task {self.task.name!r}: encoder {spec.label!r} ({spec.name}) reads "
                               f"{'/'.join(modalities)} but view {view!r} of {data.name!r} is {modality}.")
-        ctx = self._encoder_ctx(spec, data, view)
         sp = data.splits[split]
-        identity = {"encoder": spec.name, "params": encoder.params(), "weights": encoder.fingerprint(ctx),
-                    "plugin": spec.package, "data": data.fingerprint, "split": split, "view": view,
-                    "relbench": __version__}
+        identity = self._bank_identity(spec, encoder, data, split, view)
         key = identity_key(identity)
         hit = self.runner.cache.get(key, identity)
         for warning in self.runner.cache.warnings:

@@ -331,3 +331,43 @@ def test_store_reads_each_units_seconds_without_parsing_lines(registry, write_ya
     expected = sorted(df.drop_duplicates("unit")["seconds"])
     assert sorted(runner.store.unit_seconds("blobs")) == expected and len(expected) == stats.units_done
     assert runner.store.unit_seconds("no-such-task") == []
+
+
+def test_tasks_of_an_encoded_data_set_do_not_wait_for_its_leader(monkeypatch, tmp_path):
+    started = []
+
+    class Worker:
+        returncode = 0
+
+        def __init__(self, cmd, **kwargs):
+            self.pid = 5000 + len(started)
+            started.append(cmd[-1].removeprefix("--task="))
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setattr(parallel.subprocess, "Popen", Worker)
+    monkeypatch.setattr(parallel.time, "sleep", lambda s: None)
+    tasks = [_task("a-lead", "a"), _task("b-only", "b"), _task("a-heavy", "a")]
+    weights = {"a-lead": 1.0, "b-only": 50.0, "a-heavy": 100.0}
+    suite = SimpleNamespace(file=tmp_path / "tasks.yaml")
+    assert parallel.run_parallel(suite, tasks, 1, [], "relbench run", quiet=True, weights=weights,
+                                 encoded=frozenset({"a"})) == 0
+    assert started == ["a-heavy", "b-only", "a-lead"]  # purely heaviest first
+
+
+def test_pools_cached_tells_whether_a_run_would_encode(registry, write_yaml):
+    from test_core_runner import TASKS, _run
+
+    from relbench.config import load_suite
+    from relbench.runner import Runner
+
+    path = write_yaml(TASKS)
+    before = Runner(load_suite(path, registry), registry, quiet=True)
+    [run] = before.plans()
+    assert not run.pools_cached()
+    _run(registry, path)
+    after = Runner(load_suite(path, registry), registry, quiet=True)
+    [run] = after.plans()
+    assert run.pools_cached()
+    assert after.stats.encoded == 0 and after.stats.cached == 0  # asking read and encoded nothing
