@@ -40,6 +40,20 @@ class Page:
         self.written.append(path)
         return path, f"figures/{self.task}/{filename}"
 
+    def save(self, fig, filename: str, dpi: int = 110) -> str:
+        """Write a matplotlib figure as ``filename`` (PNG, for the page) and as SVG beside
+        it (the same name with ``.svg``, for papers), close it, and return the PNG's
+        markdown-relative link."""
+        import matplotlib.pyplot as plt
+
+        path, link = self.figure(filename)
+        vector, _ = self.figure(Path(filename).with_suffix(".svg").name)
+        fig.savefig(path, dpi=dpi)
+        with plt.rc_context({"svg.fonttype": "none"}):  # text stays text: editable, searchable
+            fig.savefig(vector)
+        plt.close(fig)
+        return link
+
     def stored_figure(self, filename: str) -> str | None:
         """Link to a figure drawn during the run (kept in the results store, see
         :meth:`ResultStore.figure_path`), copied next to the page; None if there is none."""
@@ -49,6 +63,11 @@ class Page:
         path, link = self.figure(filename)
         if path.resolve() != source.resolve():
             shutil.copyfile(source, path)
+        vector = source.with_suffix(".svg")
+        if vector.exists():  # its vector twin, when the run drew one
+            vector_path, _ = self.figure(vector.name)
+            if vector_path.resolve() != vector.resolve():
+                shutil.copyfile(vector, vector_path)
         return link
 
 

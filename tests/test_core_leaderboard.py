@@ -70,3 +70,29 @@ def test_held_out_section_averages_decoders_and_draws_the_own_head(tmp_path):
     # the section belongs to the held-out protocol's page only (the kind is built with the task's parameters)
     assert "Held-out encoders" in Stitching(protocol="held-out").page(pd.DataFrame(rows), Page(tmp_path, "t"))
     assert "Held-out encoders" not in Stitching().page(pd.DataFrame(rows), Page(tmp_path, "t"))
+
+
+def test_every_figure_has_a_vector_twin_and_heatmaps_share_one_scale(registry, cli_main, write_yaml, monkeypatch):
+    import matplotlib.axes
+    from test_core_runner import TASKS, _run
+
+    from relbench_stitching.page import colour_scale
+
+    path = write_yaml(TASKS)
+    runner, _ = _run(registry, path)
+    scales = []
+    original = matplotlib.axes.Axes.imshow
+
+    def imshow(self, X, *args, **kwargs):
+        scales.append((kwargs.get("vmin"), kwargs.get("vmax")))
+        return original(self, X, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "imshow", imshow)
+    assert cli_main(["leaderboard", str(path)]) == 0
+    figures = path.parent / "boards" / "figures" / "blobs"
+    pngs = sorted(figures.glob("*.png"))
+    assert len(pngs) >= 2 and all(p.with_suffix(".svg").is_file() for p in pngs)
+    df = runner.store.load("blobs")
+    ok = df[(df["metric"] == "accuracy") & (df["status"] == "ok")]["value"]
+    assert colour_scale(df, "accuracy") == (ok.min(), ok.max())
+    assert len(scales) == len(pngs) and set(scales) == {colour_scale(df, "accuracy")}  # one scale, every heatmap

@@ -271,4 +271,5 @@ def test_scale_invariance_curves_and_page(tmp_path):
     page = run.kind.page(df, Page(tmp_path, "t"))
     assert "α=1000" in page and "Accuracy ↑" in page
     assert (tmp_path / "figures" / "t" / "scale_invariance.png").exists()
+    assert "mean embedding norm" in (tmp_path / "figures" / "t" / "scale_invariance.svg").read_text()  # legend
     assert np.isfinite(acc["value"]).all()

@@ -87,3 +87,6 @@ def test_leaderboards_rebuild_from_the_store_alone_figures_included(quick_run):
     for kind in ("absolute", "relative"):
         assert f"figures/quick-reconstruction/reconstruction_{kind}.png" in page
         assert (fresh / "figures" / "quick-reconstruction" / f"reconstruction_{kind}.png").stat().st_size > 1000
+    # every figure of every page (heatmaps, curves, scatter, reconstructions) has its vector twin
+    pngs = list((fresh / "figures").rglob("*.png"))
+    assert len(pngs) > 10 and [p for p in pngs if not p.with_suffix(".svg").is_file()] == []

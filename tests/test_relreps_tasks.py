@@ -177,6 +177,8 @@ def test_proxy_correlates_similarity_and_accuracy(tmp_path):
     assert len(acc) == 6 and set(acc.encoder) == {"pix"} and acc.model.nunique() == 6
     md = run.kind.page(df, page_of(tmp_path))
     assert "pearson_r ↑" in md and (tmp_path / "boards" / "figures" / "t" / "proxy_scatter.png").exists()
+    vector = (tmp_path / "boards" / "figures" / "t" / "proxy_scatter.svg").read_text()
+    assert "Pearson r = " in vector  # the legend says what each group's r is
 
 
 def test_proxy_plan_lists_exactly_its_units(tmp_path):

@@ -207,12 +207,21 @@ def _heatmaps(g: pd.DataFrame, page: Page, selector: str, marks: dict[str, str])
               "anchors_kept": "anchors kept"}
     fig, axes = plt.subplots(len(METRICS), len(settings), figsize=(4.2 * len(settings), 3.2 * len(METRICS)),
                              squeeze=False)
+    grids = {(metric, setting): _grid(g, metric, setting) for metric in METRICS for setting in settings}
+    shown_grids = {k: (np.log10(Z) if k[0] == "condition_number" else Z) for k, (_, _, Z) in grids.items()}
+    # one colour scale per metric across the settings: equal colours mean equal values
+    scales = {}
+    for metric in METRICS:
+        values = np.concatenate([shown_grids[metric, s].ravel() for s in settings])
+        values = values[np.isfinite(values)]
+        scales[metric] = (values.min(), values.max()) if len(values) else (0.0, 1.0)
     for j, setting in enumerate(settings):
         for i, metric in enumerate(METRICS):
-            omegas, deltas, Z = _grid(g, metric, setting)
-            shown = np.log10(Z) if metric == "condition_number" else Z
+            omegas, deltas, _ = grids[metric, setting]
+            shown = shown_grids[metric, setting]
             ax = axes[i, j]
-            im = ax.imshow(shown, aspect="auto", origin="lower", cmap="viridis")
+            im = ax.imshow(shown, aspect="auto", origin="lower", cmap="viridis", vmin=scales[metric][0],
+                           vmax=scales[metric][1])
             ax.set_xticks(range(len(deltas)), [f"{x:g}" for x in deltas])
             ax.set_yticks(range(len(omegas)), [str(int(o)) for o in omegas])
             ax.set_xlabel("pruning threshold δ")
@@ -225,9 +234,7 @@ def _heatmaps(g: pd.DataFrame, page: Page, selector: str, marks: dict[str, str])
             fig.colorbar(im, ax=ax, fraction=0.046)
     fig.tight_layout()
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in selector)
-    path, link = page.figure(f"omega_delta_{safe}.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    link = page.save(fig, f"omega_delta_{safe}.png")
     return f"![ω × δ sensitivity, {selector}]({link})\n"
 
 

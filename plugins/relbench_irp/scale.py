@@ -171,16 +171,14 @@ def _figure(d: pd.DataFrame, norms: pd.Series, page: Page) -> str:
             style = "-" if inp == "raw" else "--"
             ax.plot(m.index, m.values, style, color=colours.get(act), label=f"{act} ({inp})")
             ax.fill_between(m.index, (m - s).values, (m + s).values, color=colours.get(act), alpha=0.15)
-        ax.axvline(float(norms.get(target, np.nan)), color="red", lw=1)
+        ax.axvline(float(norms.get(target, np.nan)), color="red", lw=1, label="mean embedding norm")
         ax.set_xscale("log")
         ax.set_xlabel("rescale factor α")
         ax.set_ylabel("accuracy")
         ax.set_title(f"head on {target}", fontsize=9)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    path, link = page.figure("scale_invariance.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    link = page.save(fig, "scale_invariance.png")
     return (f"![accuracy vs rescale factor]({link})\n\nSolid: the head's own test embeddings; dashed: other "
             f"encoders IRP-translated into its space; red line: the target's mean embedding norm.\n")
 

@@ -60,7 +60,16 @@ def ranked(scores: pd.DataFrame, direction: str) -> pd.DataFrame:
                               na_position="last")
 
 
-def _heatmap(df: pd.DataFrame, metric: str, combo: dict, page: Page, title: str) -> str:
+def colour_scale(df: pd.DataFrame, metric: str) -> tuple[float, float]:
+    """One colour scale for every heatmap of a page: the range of ``metric`` over all
+    of the page's cells (stitched and own space, every combination and seed)."""
+    values = df[(df["metric"] == metric) & (df["status"] == "ok")]["value"].astype(float)
+    values = values[np.isfinite(values)]
+    return (float(values.min()), float(values.max())) if len(values) else (0.0, 1.0)
+
+
+def _heatmap(df: pd.DataFrame, metric: str, combo: dict, page: Page, title: str,
+             scale: tuple[float, float]) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -76,13 +85,14 @@ def _heatmap(df: pd.DataFrame, metric: str, combo: dict, page: Page, title: str)
         if len(ok):
             M[encoders.index(src), encoders.index(tgt)] = ok.mean()
     fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(encoders), 1.0 + 0.8 * len(encoders)))
-    im = ax.imshow(np.ma.masked_invalid(M), cmap="viridis", vmin=np.nanmin(M) if np.isfinite(M).any() else 0,
-                   vmax=np.nanmax(M) if np.isfinite(M).any() else 1)
+    vmin, vmax = scale
+    im = ax.imshow(np.ma.masked_invalid(M), cmap="viridis", vmin=vmin, vmax=vmax)
     ax.set_facecolor("#cccccc")
+    middle = (vmin + vmax) / 2
     for i in range(len(encoders)):
         for j in range(len(encoders)):
             ax.text(j, i, "n/a" if np.isnan(M[i, j]) else f"{M[i, j]:.2f}", ha="center", va="center",
-                    color="white" if np.isnan(M[i, j]) or M[i, j] < np.nanmean(M) else "black", fontsize=8)
+                    color="white" if np.isnan(M[i, j]) or M[i, j] < middle else "black", fontsize=8)
     ax.set_xticks(range(len(encoders)), encoders, rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(len(encoders)), encoders, fontsize=8)
     ax.set_xlabel("decoder (target)")
@@ -90,10 +100,7 @@ def _heatmap(df: pd.DataFrame, metric: str, combo: dict, page: Page, title: str)
     ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.046)
     fig.tight_layout()
-    path, link = page.figure(f"heatmap-{slug(title)}.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return link
+    return page.save(fig, f"heatmap-{slug(title)}.png")
 
 
 def held_out_section(df: pd.DataFrame, metric: str, page: Page) -> str:
@@ -140,15 +147,13 @@ def _held_out_figure(encoders, combos, mean, std, reference, metric, page: Page)
         ax.bar(xs, [mean[c, e] for e in encoders], width,
                yerr=[0 if np.isnan(std[c, e]) else std[c, e] for e in encoders], label=c, capsize=2)
     for j, e in enumerate(encoders):
-        ax.hlines(reference[e], j - 0.45, j + 0.45, colors="black", linestyles="dotted")
+        ax.hlines(reference[e], j - 0.45, j + 0.45, colors="black", linestyles="dotted",
+                  label="own absolute head (reference)" if j == 0 else None)
     ax.set_xticks(range(len(encoders)), [f"held out: {e}" for e in encoders], fontsize=8)
     ax.set_ylabel(f"zero-shot {metric}")
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     fig.tight_layout()
-    path, link = page.figure(f"held-out-{slug(metric)}.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return link
+    return page.save(fig, f"held-out-{slug(metric)}.png")
 
 
 def common_metrics(df: pd.DataFrame) -> list[str]:
@@ -314,12 +319,13 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False) -> str:
                                   tablefmt="pipe", disable_numparse=True))
     if len(methods) and not math.isnan(methods["stitched"].iloc[0]):
         top = methods.iloc[0]
-        link = _heatmap(df, primary, dict(top[COMBO]), page, f"{primary} {combo_label(top)}")
+        scale = colour_scale(df, primary)
+        link = _heatmap(df, primary, dict(top[COMBO]), page, f"{primary} {combo_label(top)}", scale)
         lines.append(f"\n### Per-pair {primary} of the best combination ({combo_label(top)})\n")
         lines.append(f"![heatmap]({link})\n")
         absolute = refs[refs["achievable"] != "-"]
         for _, r in absolute.iterrows():
-            link = _heatmap(df, primary, dict(r[COMBO]), page, f"{primary} {combo_label(r)}")
+            link = _heatmap(df, primary, dict(r[COMBO]), page, f"{primary} {combo_label(r)}", scale)
             lines.append(f"Reference for comparison ({combo_label(r)}):\n\n![heatmap]({link})\n")
     lines.append(pair_kind_section(df, kinds, primary, direction[primary]))
     lines.append(encoder_report_section(df))

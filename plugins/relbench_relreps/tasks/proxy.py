@@ -182,15 +182,14 @@ class PerformanceProxy(TaskKind):
             return "_no results yet_" + note
         table = summary_table(with_arrows(df[df["metric"] == "pearson_r"]), ["encoder", "selector", "similarity"],
                               "metric")
-        path, link = page.figure(FIGURE)
-        self._scatter(df, path)
+        link = page.save(self._scatter(df), FIGURE, dpi=100)
         return ("Does a model's latent similarity to a reference model predict its accuracy? (Moschella et al. "
                 "2023, §4.2.) Similarity: mean cosine between the model's and the reference's relative "
                 "representations of the test samples. Pearson r over the sweep, mean ± std over seeds.\n\n"
                 + table + note + f"\n\n![similarity vs accuracy]({link})\n")
 
     @staticmethod
-    def _scatter(df: pd.DataFrame, path) -> None:
+    def _scatter(df: pd.DataFrame):
         import matplotlib
 
         matplotlib.use("Agg")
@@ -202,11 +201,11 @@ class PerformanceProxy(TaskKind):
                                   values="value").reset_index()
         fig, ax = plt.subplots(figsize=(5, 4))
         for (encoder, projection), group in wide.groupby(["encoder", "projection"]):
-            ax.scatter(group["similarity"], group["accuracy"], s=12, alpha=0.7, label=f"{encoder} · {projection}")
+            r = pearson_r(group["similarity"].tolist(), group["accuracy"].tolist())
+            ax.scatter(group["similarity"], group["accuracy"], s=12, alpha=0.7,
+                       label=f"{encoder} · {projection} (Pearson r = {r:.2f}, all seeds)")
         ax.set_xlabel("similarity to the reference (relative space)")
         ax.set_ylabel("test accuracy")
         ax.legend(fontsize=7)
         fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
+        return fig

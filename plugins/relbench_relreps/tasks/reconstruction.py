@@ -184,6 +184,7 @@ class Reconstruction(TaskKind):
         fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=100)
+        fig.savefig(path.with_suffix(".svg"))  # beside the PNG, copied with it to the page
         plt.close(fig)
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
