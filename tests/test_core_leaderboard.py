@@ -96,3 +96,24 @@ def test_every_figure_has_a_vector_twin_and_heatmaps_share_one_scale(registry, c
     ok = df[(df["metric"] == "accuracy") & (df["status"] == "ok")]["value"]
     assert colour_scale(df, "accuracy") == (ok.min(), ok.max())
     assert len(scales) == len(pngs) and set(scales) == {colour_scale(df, "accuracy")}  # one scale, every heatmap
+
+
+def test_index_says_how_to_cite_with_version_and_results_date(registry, cli_main, write_yaml):
+    import time as clock
+    from pathlib import Path
+
+    import yaml
+    from test_core_runner import TASKS, _run
+
+    from relbench import __version__
+
+    path = write_yaml(TASKS)
+    runner, _ = _run(registry, path)
+    assert cli_main(["leaderboard", str(path)]) == 0
+    index = (path.parent / "boards" / "README.md").read_text()
+    newest = max(e.time for e in runner.store.read("blobs").units.values())
+    assert f"*relbench {__version__}, results of {clock.strftime('%Y-%m-%d', clock.gmtime(newest))}*" in index
+    # the citation file names the same version as the package
+    cff = yaml.safe_load((Path(__file__).resolve().parents[1] / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0" and cff["version"] == __version__
+    assert cff["title"] and cff["message"] and cff["authors"]
