@@ -261,6 +261,14 @@ class Dataset(Plugin, ABC):
         :class:`relbench.errors.MissingAsset` naming the exact install command.
         """
 
+    def provenance(self) -> dict[str, str]:
+        """Where these data come from, for the leaderboards' sources page
+        (:mod:`relbench.provenance`): ``what`` (the data set, as people know it),
+        ``package`` (the PyPI distribution that ships it) or ``debian`` (the Debian
+        package), ``licence`` (the data's own) and ``cite`` (the reference to cite).
+        Cheap: nothing is loaded. Default: nothing known."""
+        return {}
+
 
 # --------------------------------------------------------------------------------------
 # Encoder
@@ -310,6 +318,12 @@ class Encoder(Plugin, ABC):
     def encode(self, items: Sequence[Any], ctx: EncoderContext) -> torch.Tensor:
         """Embed ``items`` (one view's items, in order) and return ``len(items) × d``
         float32. Batch internally and show a :func:`progress_bar` with samples/s."""
+
+    def provenance(self) -> dict[str, str]:
+        """Where the weights come from, for the leaderboards' sources page: the same keys
+        as :meth:`Dataset.provenance` (``what``, ``package``/``debian``, ``licence`` of the
+        weights, ``cite``). Cheap: no weights are loaded. Default: nothing known."""
+        return {}
 
     def report(self) -> dict[str, Any]:
         """What the encoder measured about itself in :meth:`setup`, for the pages (an

@@ -9,8 +9,8 @@ from pathlib import Path
 
 #: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit, at most 64
 TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-#: names a task cannot take: the leaderboards index and the figures folder
-RESERVED_NAMES = {"readme", "figures", "index"}
+#: names a task cannot take: the leaderboards index, the sources page and the figures folder
+RESERVED_NAMES = {"readme", "figures", "index", "sources"}
 
 
 def valid_task_name(name: str) -> bool:

@@ -222,6 +222,12 @@ class BibleEnEs(PooledDataset):
     test_size: int | None = 1000
     labels: Literal["groups", "books"] = "groups"
 
+    def provenance(self) -> dict[str, str]:
+        """The two SWORD modules Debian ships (English WEB, Spanish SpaRV)."""
+        return {"what": "The Bible, English (World English Bible) and Spanish (SpaRV) SWORD modules",
+                "debian": "sword-text-web, sword-text-sparv", "licence": "public domain",
+                "cite": "World English Bible; Reina-Valera (SWORD module SpaRV), CrossWire Bible Society"}
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.labels not in ("groups", "books"):

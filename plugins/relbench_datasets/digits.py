@@ -36,6 +36,12 @@ class Digits(PooledDataset):
 
     name: ClassVar[str] = "digits"
 
+    def provenance(self) -> dict[str, str]:
+        """scikit-learn's copy of the UCI optical digits."""
+        return {"what": "UCI optical recognition of handwritten digits (8×8)", "package": "scikit-learn",
+                "licence": "as distributed with scikit-learn",
+                "cite": "Alpaydin and Kaynak (1998): Optical Recognition of Handwritten Digits, UCI ML Repository"}
+
     def load(self) -> DatasetData:
         """Load the bundled digits, rescale, partition and subsample."""
         path = package_file("sklearn", "datasets/data/digits.csv.gz", INSTALL)

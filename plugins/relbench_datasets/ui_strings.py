@@ -71,6 +71,11 @@ class UIStrings(PooledDataset):
     name: ClassVar[str] = "ui-strings"
     include_contrib: bool = True
 
+    def provenance(self) -> dict[str, str]:
+        """Django's translated interface strings."""
+        return {"what": "Django's user-interface strings and their translations", "package": "django",
+                "licence": "BSD-3-Clause", "cite": "The Django project's translations (djangoproject.com)"}
+
     def load(self) -> DatasetData:
         """Read the catalogues, keep the msgids translated everywhere, partition and subsample."""
         django_dir = package_dir("django", INSTALL)

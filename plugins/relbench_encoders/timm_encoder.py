@@ -90,6 +90,13 @@ class TimmEncoder(Encoder):
     seed: int = 0
     backend: Literal["auto", "torch", "onnxruntime"] = "auto"
 
+    def provenance(self) -> dict[str, str]:
+        """The packaged checkpoint's, when this model's weights ship in a package; else
+        the model name and where its weights come from."""
+        if self.weights in ("auto", "packaged") and self.model in packaged.PACKAGED_PROVENANCE:
+            return dict(packaged.PACKAGED_PROVENANCE[self.model])
+        return {"what": f"timm {self.model} ({self.weights} weights)"}
+
     def __post_init__(self) -> None:
         if self.weights not in ("auto", "hub", "file", "packaged", "random"):
             raise ValueError(f"weights must be auto, hub, file, packaged or random, got {self.weights!r}")

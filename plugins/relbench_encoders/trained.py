@@ -104,6 +104,11 @@ class TrainedEncoder(Encoder):
     batch_size: int = 128
     image_size: int = 28
 
+    def provenance(self) -> dict[str, str]:
+        """Trained here: no package, no licence beyond the data's."""
+        return {"what": f"{self.arch.upper()} trained here (seed {self.seed}) on the task's training pool",
+                "licence": "trained here (the data's licence applies)"}
+
     def __post_init__(self) -> None:
         if self.arch not in ("mlp", "cnn"):
             raise ValueError(f"arch must be mlp or cnn, got {self.arch!r}")

