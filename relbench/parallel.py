@@ -7,11 +7,10 @@ times the seconds its units took when last computed, so a long task starts early
 does not finish alone at the end). Tasks over the same data usually share encoders, so
 while a data set's pools are not all cached, the first task of that data set (its
 *leader*, in file order) runs before the others start: it encodes the pools once and
-they read the cache. Every worker
-is a ``relbench run --task=…`` process with one torch thread: results go to per-task
-files, so workers never write the same file, and the embedding cache is written
-atomically. Workers record the user's own command line (passed in
-:data:`COMMAND_ENV`) in their rows, not their internal one.
+they read the cache. Every worker is a ``relbench run --task=…`` process with one torch
+thread: results go to per-task files, so workers never write the same file, and the
+embedding cache is written atomically. Workers record the user's own command line
+(passed in :data:`COMMAND_ENV`) in their rows, not their internal one.
 
 Workers never outlive the run: each starts through this module's ``__main__``, which
 first arms a parent-death signal (:func:`_die_with_parent`), so killing the parent, even
