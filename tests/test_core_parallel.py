@@ -295,31 +295,39 @@ def test_estimated_seconds_use_what_the_store_measured():
     assert parallel.estimated_seconds([new], {"new": 3}, {}) == {"new": 4.0}  # nothing measured: the grid
 
 
-def test_tasks_start_heaviest_first_after_their_data_sets_leader(monkeypatch, tmp_path):
-    started = []
+@pytest.fixture
+def started(monkeypatch):
+    """Stand-in workers that end at once: the task names, in the order they started."""
+    names = []
 
     class Worker:
         returncode = 0
 
         def __init__(self, cmd, **kwargs):
-            self.pid = 4000 + len(started)
-            started.append(cmd[-1].removeprefix("--task="))
+            self.pid = 4000 + len(names)
+            names.append(cmd[-1].removeprefix("--task="))
 
         def poll(self):
             return 0
 
     monkeypatch.setattr(parallel.subprocess, "Popen", Worker)
     monkeypatch.setattr(parallel.time, "sleep", lambda s: None)
+    return names
+
+
+THREE = [_task("a-lead", "a"), _task("b-only", "b"), _task("a-heavy", "a")]
+WEIGHTS = {"a-lead": 1.0, "b-only": 50.0, "a-heavy": 100.0}
+
+
+def test_tasks_start_heaviest_first_after_their_data_sets_leader(started, tmp_path):
     # file order: a-lead, b-only, a-heavy; a-heavy may only start once a-lead (which encodes
     # data set a's pools) has ended, and a-lead goes first because the heavy one waits for it
-    tasks = [_task("a-lead", "a"), _task("b-only", "b"), _task("a-heavy", "a")]
-    weights = {"a-lead": 1.0, "b-only": 50.0, "a-heavy": 100.0}
     suite = SimpleNamespace(file=tmp_path / "tasks.yaml")
-    assert parallel.run_parallel(suite, tasks, 1, [], "relbench run", quiet=True, weights=weights) == 0
+    assert parallel.run_parallel(suite, THREE, 1, [], "relbench run", quiet=True, weights=WEIGHTS) == 0
     assert started == ["a-lead", "a-heavy", "b-only"]
     started.clear()
-    assert parallel.run_parallel(suite, tasks, 1, [], "relbench run", quiet=True,
-                                 weights={**weights, "a-heavy": 10.0}) == 0
+    assert parallel.run_parallel(suite, THREE, 1, [], "relbench run", quiet=True,
+                                 weights={**WEIGHTS, "a-heavy": 10.0}) == 0
     assert started == ["b-only", "a-lead", "a-heavy"]  # 50 > 1 + 10
 
 
@@ -333,25 +341,9 @@ def test_store_reads_each_units_seconds_without_parsing_lines(registry, write_ya
     assert runner.store.unit_seconds("no-such-task") == []
 
 
-def test_tasks_of_an_encoded_data_set_do_not_wait_for_its_leader(monkeypatch, tmp_path):
-    started = []
-
-    class Worker:
-        returncode = 0
-
-        def __init__(self, cmd, **kwargs):
-            self.pid = 5000 + len(started)
-            started.append(cmd[-1].removeprefix("--task="))
-
-        def poll(self):
-            return 0
-
-    monkeypatch.setattr(parallel.subprocess, "Popen", Worker)
-    monkeypatch.setattr(parallel.time, "sleep", lambda s: None)
-    tasks = [_task("a-lead", "a"), _task("b-only", "b"), _task("a-heavy", "a")]
-    weights = {"a-lead": 1.0, "b-only": 50.0, "a-heavy": 100.0}
+def test_tasks_of_an_encoded_data_set_do_not_wait_for_its_leader(started, tmp_path):
     suite = SimpleNamespace(file=tmp_path / "tasks.yaml")
-    assert parallel.run_parallel(suite, tasks, 1, [], "relbench run", quiet=True, weights=weights,
+    assert parallel.run_parallel(suite, THREE, 1, [], "relbench run", quiet=True, weights=WEIGHTS,
                                  encoded=frozenset({"a"})) == 0
     assert started == ["a-heavy", "b-only", "a-lead"]  # purely heaviest first
 
