@@ -22,14 +22,14 @@ import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
-from relbench import __version__
+from relbench import __version__, crosstask
 from relbench.cache import atomic_write_bytes
 from relbench.config import Task
 from relbench.errors import OutputNotWritable
 from relbench.identity import fingerprint
 from relbench.interfaces import TaskKind
 from relbench.names import inside
-from relbench.pages import Page, arrow, directions, fmt
+from relbench.pages import INDEX, Page, arrow, directions, fmt
 from relbench.protocol import describe
 from relbench.provenance import KEYS, sources_page
 from relbench.results import ResultStore
@@ -161,24 +161,6 @@ def protocol_section(task: Task, df: pd.DataFrame) -> str:
             column = name.split(".", 1)[0]
             tuned.append((f"{column} {row.get(column, '?')}", {"parameters": {name: record["parameters"][name]}}))
     return describe(task.protocol, task.seeds, samples, tuned)
-
-
-def cross_task_ranking(orders: dict[str, list[str]]) -> list[tuple[str, float, float, int]]:
-    """Combine per-task orderings (task → combination labels, best first) into one ranking.
-
-    Returns ``(combination, mean normalised rank, mean rank, number of tasks)`` rows,
-    best first. Rank *r* of *n* in a task is normalised to ``(r - 1) / (n - 1)`` (0 when a
-    task has one combination), so a combination is not favoured by appearing only in
-    tasks with small grids; ties are broken by more tasks, then by name.
-    """
-    normalised: dict[str, list[float]] = {}
-    ordinal: dict[str, list[int]] = {}
-    for order in orders.values():
-        for rank, label in enumerate(order, 1):
-            normalised.setdefault(label, []).append((rank - 1) / (len(order) - 1) if len(order) > 1 else 0.0)
-            ordinal.setdefault(label, []).append(rank)
-    rows = [(k, float(np.mean(v)), float(np.mean(ordinal[k])), len(v)) for k, v in normalised.items()]
-    return sorted(rows, key=lambda row: (row[1], -row[3], row[0]))
 
 
 #: beside the pages: per task, the digest of what its page was drawn from, the files it
@@ -316,13 +298,9 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
              tabulate(index_rows, headers=["task", "kind", "best combination", "metric", "best score",
                                            "reference", "gap"], tablefmt="pipe", disable_numparse=True)]
     if ranks:
-        lines += ["\n## Methods across tasks\n",
-                  "Each task whose kind ranks combinations orders them best first; a rank is normalised to 0 "
-                  "(best) … 1 (worst) within its task so that tasks with small and large grids weigh alike. "
-                  "Sorted by mean normalised rank; *tasks* says on how many tasks a combination was measured.\n",
-                  tabulate([[k, f"{norm:.2f}", f"{rank:.2f}", n] for k, norm, rank, n in cross_task_ranking(ranks)],
-                           headers=["combination", "mean normalised rank", "mean rank", "tasks"],
-                           tablefmt="pipe", disable_numparse=True)]
+        result = crosstask.rank(ranks)
+        link = Page(out, INDEX).save(crosstask.diagram(result), "critical-difference.png") if result else None
+        lines.append(crosstask.section(result, link))
     index = out / "README.md"
     atomic_write_bytes(index, ("\n".join(lines) + "\n").encode())
     atomic_write_bytes(out / SOURCES, sources_page(suite_provenance(tasks)).encode())

@@ -16,6 +16,8 @@ from relbench.names import inside
 from relbench.results import ResultStore
 
 ARROWS = {"higher": "↑", "lower": "↓", "neutral": ""}
+#: the :class:`Page` of the leaderboard index's figures (a reserved task name)
+INDEX = "index"
 
 
 @dataclass
@@ -31,7 +33,8 @@ class Page:
     def figure(self, filename: str) -> tuple[Path, str]:
         """``(path to write, markdown-relative link)`` of a figure of this page. A link
         planted at that path is removed first: a figure never writes through a link."""
-        folder = inside(self.root / "figures", self.task)
+        # the index's own figures go under a reserved name no task can take
+        folder = self.root / "figures" / INDEX if self.task == INDEX else inside(self.root / "figures", self.task)
         folder.mkdir(parents=True, exist_ok=True)
         filename = Path(filename).name
         path = folder / filename

@@ -1,28 +1,43 @@
-"""The index's cross-task ranking: per-task orders combined by normalised rank."""
+"""The leaderboard index: the ranking across tasks (a common set, Friedman and Nemenyi),
+the claims and pages, and what the index says about citing."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from scipy.stats import friedmanchisquare
 
-from relbench.leaderboard import cross_task_ranking
-
-
-def test_ranks_are_normalised_within_each_task():
-    # "a" wins a two-way task and is 8th of 10 in another; "b" is 2nd in both. Being last of
-    # two weighs as much as being last of ten, so "a" ranks above "b" although its mean
-    # ordinal rank is worse.
-    orders = {"small": ["a", "b"], "large": ["c", "b", *"defgh", "a", "i", "j"]}
-    rows = {k: (norm, rank, n) for k, norm, rank, n in cross_task_ranking(orders)}
-    assert rows["a"] == (pytest.approx((0 + 7 / 9) / 2), 4.5, 2)
-    assert rows["b"] == (pytest.approx((1 + 1 / 9) / 2), 2.0, 2)
-    assert rows["c"] == (0.0, 1.0, 1)
-    order = [k for k, *_ in cross_task_ranking(orders)]
-    assert order[0] == "c" and order.index("a") < order.index("b")
+from relbench.crosstask import common_set, rank
 
 
-def test_ties_prefer_more_tasks_and_single_entry_tasks_count_as_best():
-    rows = cross_task_ranking({"t1": ["x"], "t2": ["y", "z"], "t3": ["y"]})
-    assert [(k, n) for k, _, _, n in rows] == [("y", 2), ("x", 1), ("z", 1)]
+def test_a_combination_measured_on_fewer_tasks_is_never_ranked_against_the_common_set():
+    # "lucky" wins the one task it was measured on; a, b, c are measured on all four
+    orders = {"t1": ["lucky", "a", "b", "c"], "t2": ["b", "a", "c"], "t3": ["a", "c", "b"], "t4": ["a", "b", "c"]}
+    assert common_set(orders) == (["t1", "t2", "t3", "t4"], ["a", "b", "c"])
+    result = rank(orders)
+    assert list(result.mean_ranks.index) == ["a", "b", "c"] and "lucky" not in result.mean_ranks
+    assert result.apart == {"lucky": 1}
+    assert result.mean_ranks["a"] == pytest.approx((1 + 2 + 1 + 1) / 4)  # ranks among a, b, c only
+
+
+def test_the_common_set_drops_the_tasks_that_share_least():
+    orders = {"wide": list("abcdef"), "also": list("fedcba"), "odd": list("axyz")}
+    assert common_set(orders) == (["also", "wide"], list("fedcba"))
+    assert common_set({"t1": list("abc"), "t2": list("xyz")}) == ([], [])
+    assert rank({"t1": list("abc"), "t2": list("xyz")}) is None
+
+
+def test_friedman_and_nemenyi_tell_a_consistent_order_from_chance():
+    rng = np.random.default_rng(0)
+    combos = list("abcde")
+    consistent = {f"t{i}": combos for i in range(8)}
+    noise = {f"t{i}": list(rng.permutation(combos)) for i in range(8)}
+    strong, weak = rank(consistent), rank(noise)
+    positions = [[noise[t].index(c) for t in sorted(noise)] for c in combos]
+    assert weak.friedman_p == pytest.approx(friedmanchisquare(*positions).pvalue)  # SciPy's test, as is
+    assert strong.friedman_p < 0.001 < 0.05 < weak.friedman_p
+    assert strong.posthoc.loc["a", "e"] < 0.05  # best and worst of a consistent order are separated
+    assert (weak.posthoc.to_numpy()[~np.eye(5, dtype=bool)] > 0.05).all()  # chance separates nothing
 
 
 def _rows(representation, seeds, value, kind="word-neighbourhoods"):
@@ -117,3 +132,23 @@ def test_index_says_how_to_cite_with_version_and_results_date(registry, cli_main
     cff = yaml.safe_load((Path(__file__).resolve().parents[1] / "CITATION.cff").read_text())
     assert cff["cff-version"] == "1.2.0" and cff["version"] == __version__
     assert cff["title"] and cff["message"] and cff["authors"]
+
+
+def test_the_index_ranks_across_tasks_with_a_critical_difference_diagram(registry, cli_main, write_yaml):
+    task = """
+  - name: {name}
+    dataset: {{name: toy-blobs, params: {{classes: 3, seed: {seed}}}}}
+    encoders:
+      - {{name: toy-rotated, label: a, params: {{seed: 1}}}}
+      - {{name: toy-rotated, label: b, params: {{seed: 2}}}}
+    grid: {{selectors: [random], similarities: [cosine, euclidean, l1], stitchers: [relative]}}
+    metrics: [accuracy]
+"""
+    path = write_yaml("suite: {seeds: [0], num_anchors: 8, output: results, leaderboards: boards}\ntasks:"
+                      + task.format(name="first", seed=0) + task.format(name="second", seed=1))
+    assert cli_main(["run", str(path), "-q"]) == 0
+    boards = path.parent / "boards"
+    index = (boards / "README.md").read_text()
+    assert "**common set** of 2 tasks" in index and "Friedman test" in index
+    assert "(figures/index/critical-difference.png)" in index
+    assert (boards / "figures" / "index" / "critical-difference.svg").is_file()
