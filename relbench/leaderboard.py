@@ -6,7 +6,9 @@ revision, device, environment, the packages of every plugin involved), the claim
 the tasks file checked on the rows, the published numbers next to ours — and asks the
 task's kind, built with the task's own parameters, for the body (:meth:`TaskKind.page`),
 the index line (:meth:`TaskKind.headline`) and its ranking of combinations
-(:meth:`TaskKind.ranking`). Only rows of the current tasks file's identities reach a
+(:meth:`TaskKind.ranking`), which the index compares across tasks
+(:mod:`relbench.crosstask`); ``sources.md`` lists where data and models come from
+(:mod:`relbench.provenance`). Only rows of the current tasks file's identities reach a
 page; nothing here recomputes a result.
 """
 
