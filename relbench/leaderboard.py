@@ -19,6 +19,7 @@ import math
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -170,6 +171,8 @@ def protocol_section(task: Task, df: pd.DataFrame) -> str:
 MANIFEST = ".pages.json"
 #: the page listing where data and models come from (:mod:`relbench.provenance`)
 SOURCES = "sources.md"
+#: the manifest's entry for the index's critical-difference diagram (no task name starts with "_")
+DIAGRAM = "_critical-difference"
 
 
 def _digest(store: ResultStore, task: Task, units: set[str]) -> str:
@@ -210,6 +213,16 @@ def how_to_cite(date: str | None) -> str:
     return (f"**How to cite.** These tables are *relbench {__version__}, results of {date}* (the newest result "
             f"shown; each page gives its own provenance). Cite relbench with its `CITATION.cff`, and the papers "
             f"whose methods and data a table measures (named on its page).\n")
+
+
+def _diagram(out: Path, result: crosstask.CrossTaskRanking, digest: str, entry: Any, redraw: bool) -> str:
+    """The index's critical-difference diagram, drawn only when the rankings it comes
+    from (``digest``) changed or its file is gone, so a run that changed no page draws
+    no figure; ``entry`` is what the manifest kept of the last drawing."""
+    if (not redraw and isinstance(entry, dict) and entry.get("digest") == digest and entry.get("link")
+            and (out / entry["link"]).is_file() and (out / entry["link"]).with_suffix(".svg").is_file()):
+        return entry["link"]
+    return Page(out, INDEX).save(crosstask.diagram(result), "critical-difference.png")
 
 
 def _read_manifest(out: Path) -> dict:
@@ -301,8 +314,11 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
                                            "reference", "gap"], tablefmt="pipe", disable_numparse=True)]
     if ranks:
         result = crosstask.rank(ranks)
-        link = Page(out, INDEX).save(crosstask.diagram(result), "critical-difference.png") if result else None
+        digest = fingerprint(ranks)
+        link = _diagram(out, result, digest, manifest.get(DIAGRAM), redraw) if result else None
         lines.append(crosstask.section(result, link))
+        if link:
+            entries[DIAGRAM] = {"digest": digest, "link": link}
     index = out / "README.md"
     atomic_write_bytes(index, ("\n".join(lines) + "\n").encode())
     atomic_write_bytes(out / SOURCES, sources_page(suite_provenance(tasks)).encode())

@@ -151,4 +151,11 @@ def test_the_index_ranks_across_tasks_with_a_critical_difference_diagram(registr
     index = (boards / "README.md").read_text()
     assert "**common set** of 2 tasks" in index and "Friedman test" in index
     assert "(figures/index/critical-difference.png)" in index
-    assert (boards / "figures" / "index" / "critical-difference.svg").is_file()
+    diagram = boards / "figures" / "index" / "critical-difference.svg"
+    assert diagram.is_file()
+    # a run that changes no ranking draws no figure; `relbench leaderboard` redraws it
+    drawn = diagram.stat().st_mtime_ns
+    assert cli_main(["run", str(path), "-q"]) == 0
+    assert diagram.stat().st_mtime_ns == drawn and "critical-difference.png" in (boards / "README.md").read_text()
+    assert cli_main(["leaderboard", str(path)]) == 0
+    assert diagram.stat().st_mtime_ns != drawn
