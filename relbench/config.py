@@ -39,6 +39,7 @@ The schema (every key optional unless marked)::
           - claim: relative decoders stitch far better than absolute heads
             better: {stitcher: relative}   # rows matching these grid labels …
             worse: {stitcher: absolute}    # … should beat these (measure: score | achievable)
+            margin: 0.01                   # the smallest difference that counts (default 0.01)
 
 A plugin spec is a name (``cosine``) or a mapping ``{name: cosine, params: {...},
 label: cosine-centred}``; the label (default: the name, plus the parameters that differ
@@ -73,7 +74,7 @@ SUITE_KEYS = {"seeds", "device", "num_anchors", "batch_size", "metrics", "output
 TOP_KEYS = {"suite", "include", "tasks"}
 TASK_KEYS = {"name", "kind", "description", "dataset", "encoders", "grid", "metrics", "seeds", "protocol",
              "num_anchors", "device", "batch_size", "published", "claims"}
-CLAIM_KEYS = {"claim", "better", "worse", "measure", "metric"}
+CLAIM_KEYS = {"claim", "better", "worse", "measure", "metric", "margin"}
 PUBLISHED_KEYS = {"metric", "value", "reference"}  # plus the task kind's columns
 GRID_KEYS = {"selectors": "selector", "similarities": "similarity", "stitchers": "stitcher",
              "regularizers": "regularizer"}
@@ -601,6 +602,11 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
             _check_keys(entry[side], columns, ewhere.child(side, entry), f"claim filter (task kind {kind.name!r})")
         if entry.get("measure", "score") not in ("score", "achievable"):
             raise ewhere.child("measure", entry).error("expected `score` or `achievable`.")
+        if "margin" in entry:
+            _expect(entry["margin"], (int, float), ewhere.child("margin", entry),
+                    "a number ≥ 0 in the metric's units (the smallest difference that counts; default 0.01)")
+            if isinstance(entry["margin"], bool) or entry["margin"] < 0:
+                raise ewhere.child("margin", entry).error("expected a number ≥ 0 in the metric's units.")
     task = Task(name=name, kind=kind, dataset=dataset, encoders=encoders, selectors=grid["selectors"],
                 similarities=grid["similarities"], stitchers=grid["stitchers"],
                 regularizers=grid["regularizers"], metrics=metrics, seeds=settings["seeds"],

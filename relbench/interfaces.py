@@ -643,6 +643,24 @@ class Metric(Plugin, ABC):
     def compute(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
         """Return the score as a float."""
 
+    def compute_weighted(self, y_true: np.ndarray, y_preds: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """The score of several predictions of the same samples under several weightings
+        of those samples, for bootstrap intervals (:mod:`relbench.uncertainty`).
+
+        ``y_true``: the ``n`` true values; ``y_preds``: ``cells × n`` predictions (one row
+        per scored cell); ``weights``: ``R × n`` non-negative integer counts (a resample's
+        multiplicity of each sample). Returns an ``R × cells`` array whose entry
+        ``[r, c]`` equals :meth:`compute` of ``y_true`` and ``y_preds[c]`` with sample
+        ``i`` repeated ``weights[r, i]`` times. This default does exactly that, one
+        resample at a time (slow); a metric that can, overrides it with a vectorised form
+        that agrees with it (:func:`relbench.testing.check_metric` checks the agreement)."""
+        y_true, y_preds, weights = np.asarray(y_true), np.atleast_2d(y_preds), np.atleast_2d(weights)
+        out = np.empty((len(weights), len(y_preds)))
+        for r, counts in enumerate(weights):
+            take = np.repeat(np.arange(len(y_true)), counts.astype(np.int64))
+            out[r] = [self.compute(y_true[take], pred[take]) for pred in y_preds]
+        return out
+
 
 # --------------------------------------------------------------------------------------
 # Task kind

@@ -37,6 +37,8 @@ from relbench.protocol import describe
 from relbench.provenance import KEYS, sources_page
 from relbench.results import ResultStore
 from relbench.rows import TASK_ERROR
+from relbench.uncertainty import (FAILS, HOLDS, MARGIN, bootstrap_columns, fmt_interval, method_note, verdict,
+                                  with_samples)
 
 
 #: the sentence every generated page carries (and by which a stale one is recognised)
@@ -78,31 +80,50 @@ def _cells(kind: TaskKind, df: pd.DataFrame) -> int:
     return len(df.drop_duplicates(cols)) if cols else len(df)
 
 
-def claims_section(kind: TaskKind, df: pd.DataFrame, claims: list[dict]) -> str:
-    """Each claimed ordering, checked on the rows the kind compares: holds or not, with the numbers."""
+def claims_section(kind: TaskKind, df: pd.DataFrame, claims: list[dict], metrics: dict[str, Any]) -> str:
+    """Each claimed ordering, checked on the rows the kind compares, with three outcomes
+    (:func:`relbench.uncertainty.verdict`): the paired difference of the two sides' scores
+    and its bootstrap interval against the claim's margin. ``metrics``: the task's metric
+    plugins by label, to rescore the stored per-sample predictions."""
     scored = kind.claim_rows(df)
     direction = directions(df)
-    metrics = [m for m in pd.unique(df["metric"]) if m != "error"]
-    lines = ["\n### Orderings reported by the papers, checked here\n"]
+    names = [m for m in pd.unique(df["metric"]) if m != "error"]
+    lines = ["\n### Orderings reported by the papers, checked here\n",
+             "A claim *holds* when the 95 % interval of the paired difference (claimed-better minus "
+             "claimed-worse, in the metric's better direction) lies wholly above the claim's margin, *does not "
+             "hold* when it lies wholly below minus the margin, and is *inconclusive* otherwise (a tie included). "
+             "Each side's score is the mean over seeds of the mean over its cells. "
+             + method_note(None) + "\n"]
     for claim in claims:
-        metric = claim.get("metric") or (metrics[0] if metrics else "")
+        metric = claim.get("metric") or (names[0] if names else "")
         sides = [_filtered(scored[scored["metric"] == metric], claim[k]) for k in ("better", "worse")]
-        achievable = claim.get("measure", "score") == "achievable"
-        if achievable:
+        labels = [", ".join(f"{k}={v}" for k, v in claim[s].items()) for s in ("better", "worse")]
+        if claim.get("measure", "score") == "achievable":
             values = [_cells(kind, d[d["status"] == "ok"]) for d in sides]
-            shown = [f"{v}/{_cells(kind, d)} cells" for v, d in zip(values, sides)]
-        else:
-            values = [d[d["status"] == "ok"].groupby("seed", dropna=False)["value"].mean().mean() for d in sides]
-            shown = [fmt(v) for v in values]
-        if any(isinstance(v, float) and math.isnan(v) for v in values):
-            verdict = "**not measured** (no results for one side)"
-        else:
-            lower = not achievable and direction.get(metric) == "lower"
-            holds = values[0] < values[1] if lower else values[0] > values[1]
-            verdict = "**holds**" if holds else "**does not hold on this data**"
-        names = [", ".join(f"{k}={v}" for k, v in claim[s].items()) for s in ("better", "worse")]
-        what = "achievable cells" if achievable else arrow(metric, direction.get(metric, "neutral"))
-        lines.append(f"- {claim['claim']}: {verdict} — {names[0]}: {shown[0]} vs {names[1]}: {shown[1]} ({what}).")
+            outcome = HOLDS if values[0] > values[1] else FAILS
+            shown = f"{labels[0]}: {values[0]}/{_cells(kind, sides[0])} cells vs {labels[1]}: " \
+                    f"{values[1]}/{_cells(kind, sides[1])} cells (achievable cells: a count, fixed by design)"
+            lines.append(f"- {claim['claim']}: **{outcome}** — {shown}.")
+            continue
+        margin = float(claim.get("margin", MARGIN))
+        rows = pd.concat(sides)
+        rows = rows[(rows["status"] == "ok") & ~rows.index.duplicated()]
+        columns = {side: pd.Series(rows.index.isin(d.index), index=rows.index)
+                   for side, d in zip(("better", "worse"), sides)}
+        draws = bootstrap_columns(with_samples(rows, df, kind.columns), columns, metrics.get(metric)) \
+            if len(rows) else None
+        if draws is None or not all(np.isfinite(draws.point)):
+            lines.append(f"- {claim['claim']}: **not measured** (no results for one side: {labels[0]} / {labels[1]}).")
+            continue
+        diff, low, high = draws.difference("better", "worse")
+        if direction.get(metric) == "lower":
+            diff, low, high = -diff, -high, -low
+        outcome = verdict(low, high, margin)
+        seeds_only = "" if draws.sample_level else "; interval over seeds only (no per-sample data)"
+        lines.append(f"- {claim['claim']}: **{outcome}** — {labels[0]}: {fmt(draws.point[0])} "
+                     f"{fmt_interval(*draws.interval('better'))} vs {labels[1]}: {fmt(draws.point[1])} "
+                     f"{fmt_interval(*draws.interval('worse'))} ({arrow(metric, direction.get(metric, 'neutral'))}); "
+                     f"advantage {diff:+.3f} {fmt_interval(low, high, signed=True)}, margin {margin:g}{seeds_only}.")
     return "\n".join(lines) + "\n"
 
 
@@ -237,7 +258,7 @@ def _draw(store: ResultStore, out: Path, task: Task, units: set[str]) -> dict:
     """Write one task's page; return its manifest entry (files, index line, ranking)."""
     df = store.load(task.name, units=units)
     kind = task.kind.build()
-    page = Page(out, task.name, store)
+    page = Page(out, task.name, store, metrics={m.label: m.build() for m in task.metrics})
     path = inside(out, task.name, ".md")
     if df.empty:
         atomic_write_bytes(path, (f"# {task.name}\n\n{task.description}\n\n_No results of the current tasks file "
@@ -250,7 +271,7 @@ def _draw(store: ResultStore, out: Path, task: Task, units: set[str]) -> dict:
             figure.unlink(missing_ok=True)
         raise
     if task.claims:
-        body = claims_section(kind, df, task.claims) + "\n" + body
+        body = claims_section(kind, df, task.claims, page.metrics) + "\n" + body
     if task.published:
         body += published_section(kind, df, task.published)
     head = (f"# {task.name}\n\n" + (f"{task.description}\n\n" if task.description else "") + provenance(df)

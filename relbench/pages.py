@@ -9,6 +9,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -29,6 +30,10 @@ class Page:
     store: ResultStore | None = None
     #: the figure files handed out for this page (so a page is redrawn if one goes missing)
     written: list[Path] = field(default_factory=list)
+    #: the task's metric plugins by label, to rescore stored per-sample predictions
+    #: (intervals, :mod:`relbench.uncertainty`); a metric missing here is shown from
+    #: its stored values
+    metrics: dict[str, Any] = field(default_factory=dict)
 
     def figure(self, filename: str) -> tuple[Path, str]:
         """``(path to write, markdown-relative link)`` of a figure of this page. A link

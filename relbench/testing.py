@@ -10,6 +10,9 @@ classes, without a tasks file::
     run = TaskRunDouble(task, banks={"train": {...}, "test": {...}}, dataset=data, tmp=tmp_path)
     run.run()
     df = run.frame()   # what the kind's page() would receive
+
+:func:`check_metric` checks a :class:`~relbench.interfaces.Metric`'s vectorised
+``compute_weighted`` against its ``compute``.
 """
 
 from __future__ import annotations
@@ -19,15 +22,36 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
 from relbench.config import EncoderSpec, PluginSpec, Task
 from relbench.identity import key_json
 from relbench.protocol import EvaluationProtocol
-from relbench.interfaces import AnchorContext, Anchors, Bank, DatasetData, ResultRow, UnitKey
+from relbench.interfaces import AnchorContext, Anchors, Bank, DatasetData, Metric, ResultRow, UnitKey
 from relbench.rows import display_key, flat_row
 from relbench.sharing import SharedWork
+
+
+def check_metric(metric: Metric, classes: int = 5, samples: int = 40, cells: int = 4, resamples: int = 6,
+                 seed: int = 0) -> None:
+    """Raise ``AssertionError`` unless ``metric.compute_weighted`` equals
+    :meth:`Metric.compute` on the repeated samples, for random class indices (some
+    classes missing from the truth, as in a resample) and random bootstrap weights."""
+    rng = np.random.default_rng(seed)
+    y_true = rng.integers(0, classes - 1, samples)
+    y_preds = rng.integers(0, classes, (cells, samples))
+    weights = rng.multinomial(samples, np.full(samples, 1 / samples), size=resamples)
+    weights[0] = 1  # the unweighted score is one of the checks
+    got = np.asarray(metric.compute_weighted(y_true, y_preds, weights), dtype=float)
+    want = Metric.compute_weighted(metric, y_true, y_preds, weights)
+    name = type(metric).__name__
+    assert got.shape == want.shape, f"{name}.compute_weighted returned shape {got.shape}, not {want.shape}"
+    assert np.allclose(got, want, atol=1e-12), (
+        f"{name}.compute_weighted disagrees with compute on the repeated samples by up to "
+        f"{np.abs(got - want).max():.3g}")
+    assert np.allclose(got[0], [metric.compute(y_true, p) for p in y_preds], atol=1e-12)
 
 
 def spec(cls: type, interface: str | None = None, label: str | None = None, **params: Any) -> PluginSpec:

@@ -336,6 +336,6 @@ def test_a_claim_naming_an_empty_part_matches_rows_that_do_not_use_it():
             for sim, reg, value in (("robust", None, 0.8), ("robust", "topo", 0.7))]
     claim = {"claim": "topo helps", "better": {"similarity": "robust", "regularizer": "topo"},
              "worse": {"similarity": "robust", "regularizer": "-"}}
-    text = claims_section(Stitching(), pd.DataFrame(rows), [claim])
-    assert "**does not hold on this data** — similarity=robust, regularizer=topo: 0.700 vs similarity=robust, " \
-           "regularizer=-: 0.800" in text
+    text = claims_section(Stitching(), pd.DataFrame(rows), [claim], {})
+    assert "**does not hold** — similarity=robust, regularizer=topo: 0.700 [0.700, 0.700] vs similarity=robust, " \
+           "regularizer=-: 0.800 [0.800, 0.800]" in text

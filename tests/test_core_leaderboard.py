@@ -57,10 +57,14 @@ def test_claims_count_seedless_rows_and_name_the_metric_outside_stitching():
     claim = {"claim": "relative beats absolute", "metric": "jaccard@10",
              "better": {"representation": "relative"}, "worse": {"representation": "absolute"}}
     kind = WordNeighbourhoods()
-    text = claims_section(kind, df, [claim])
-    assert "**holds** — representation=relative: 0.500 vs representation=absolute: 0.100 (jaccard@10 ↑)" in text
-    worse = claims_section(kind, df, [{**claim, "better": claim["worse"], "worse": claim["better"]}])
-    assert "**does not hold on this data**" in worse
+    text = claims_section(kind, df, [claim], {})
+    assert "**holds** — representation=relative: 0.500 [0.500, 0.500] vs representation=absolute: 0.100 " \
+           "[0.100, 0.100] (jaccard@10 ↑); advantage +0.400 [+0.400, +0.400], margin 0.01; interval over seeds " \
+           "only (no per-sample data)" in text
+    worse = claims_section(kind, df, [{**claim, "better": claim["worse"], "worse": claim["better"]}], {})
+    assert "**does not hold** —" in worse
+    within = claims_section(kind, df, [{**claim, "margin": 0.5}], {})
+    assert "**inconclusive** —" in within and "margin 0.5" in within
 
 
 def test_held_out_section_averages_decoders_and_draws_the_own_head(tmp_path):

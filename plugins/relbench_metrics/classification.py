@@ -4,6 +4,12 @@ The definitions are sklearn's (``f1_score`` with ``zero_division=0``: classes ar
 either array, F1 = 2·TP / (2·TP + FP + FN), 0 where that is 0/0), computed with numpy
 bincounts: the suite scores tens of thousands of cells, and sklearn's input validation
 costs more than the arithmetic. tests/test_metrics_basic.py checks agreement with sklearn.
+
+Each metric also scores many predictions under many bootstrap weightings at once
+(:meth:`~relbench.interfaces.Metric.compute_weighted`): weighted per-class counts are
+matrix products of the ``R × n`` weights with one-hot indicator matrices, so a page's
+intervals over thousands of cells take seconds; the tests check them against the
+interface's one-resample-at-a-time default.
 """
 
 from __future__ import annotations
@@ -34,6 +40,49 @@ def per_class_f1(y_true: np.ndarray, y_pred: np.ndarray) -> tuple[np.ndarray, np
     return f1, support
 
 
+#: predictions scored per block of :func:`weighted_class_counts` (bounds its memory)
+CELL_BLOCK = 32
+
+
+def weighted_class_counts(y_true: np.ndarray, y_preds: np.ndarray,
+                          weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per resample, prediction and class: ``(tp, support, predicted)``, each ``R × cells × K``,
+    the counts :func:`per_class_f1` takes, with sample ``i`` counted ``weights[r, i]`` times
+    (``K`` = the largest class index + 1; a class absent from both arrays counts 0 everywhere)."""
+    y_true, y_preds = _as_indices(y_true), np.atleast_2d(y_preds)
+    weights = np.atleast_2d(weights).astype(float)
+    k = int(max(y_true.max(initial=0), y_preds.max(initial=0))) + 1
+    eye = np.eye(k)
+    true_hot = eye[y_true]  # n × K
+    support = weights @ true_hot  # R × K, the same for every prediction
+    tp = np.empty((len(weights), len(y_preds), k))
+    predicted = np.empty_like(tp)
+    for start in range(0, len(y_preds), CELL_BLOCK):
+        block = y_preds[start:start + CELL_BLOCK]
+        pred_hot = eye[block]  # c × n × K
+        hit_hot = pred_hot * true_hot[None]  # one where the prediction is the true class
+        shape = (len(weights), len(block), k)
+        tp[:, start:start + len(block)] = (weights @ _columns(hit_hot)).reshape(shape)
+        predicted[:, start:start + len(block)] = (weights @ _columns(pred_hot)).reshape(shape)
+    return tp, np.broadcast_to(support[:, None, :], tp.shape), predicted
+
+
+def _columns(hot: np.ndarray) -> np.ndarray:
+    """``c × n × K`` indicators as an ``n × (c·K)`` matrix (cell-major columns)."""
+    return hot.transpose(1, 0, 2).reshape(hot.shape[1], -1)
+
+
+def _f1_from_counts(tp: np.ndarray, support: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+    denominator = support + predicted
+    return np.divide(2 * tp, denominator, out=np.zeros_like(tp), where=denominator > 0)
+
+
+def _weighted_mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``Σ_i w_ri · values_ci / Σ_i w_ri`` as an ``R × cells`` array (values: cells × n)."""
+    weights = np.atleast_2d(weights).astype(float)
+    return (weights @ np.atleast_2d(values).T) / weights.sum(axis=1, keepdims=True)
+
+
 @dataclass
 class Accuracy(Metric):
     """Accuracy: the fraction of predictions equal to the true class.
@@ -48,6 +97,11 @@ class Accuracy(Metric):
     def compute(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
         """Fraction of exact matches."""
         return float(np.mean(_as_indices(y_true) == _as_indices(y_pred)))
+
+    def compute_weighted(self, y_true: np.ndarray, y_preds: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """Weighted fraction of matches, ``R × cells``."""
+        y_preds = np.atleast_2d(y_preds)
+        return _weighted_mean(y_preds == _as_indices(y_true)[None], weights)
 
 
 @dataclass
@@ -67,6 +121,13 @@ class WeightedF1(Metric):
         f1, support = per_class_f1(y_true, y_pred)
         return float(f1 @ support / support.sum()) if support.sum() else 0.0
 
+    def compute_weighted(self, y_true: np.ndarray, y_preds: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """Weighted F1 from weighted per-class counts, ``R × cells``."""
+        tp, support, predicted = weighted_class_counts(y_true, y_preds, weights)
+        total = support.sum(axis=2)
+        score = (_f1_from_counts(tp, support, predicted) * support).sum(axis=2)
+        return np.divide(score, total, out=np.zeros_like(score), where=total > 0)
+
 
 @dataclass
 class MacroF1(Metric):
@@ -83,6 +144,12 @@ class MacroF1(Metric):
         """sklearn ``f1_score(average="macro", zero_division=0)``."""
         f1, _ = per_class_f1(y_true, y_pred)
         return float(f1.mean())
+
+    def compute_weighted(self, y_true: np.ndarray, y_preds: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """Mean F1 over the classes present (in the resample's true or predicted values), ``R × cells``."""
+        tp, support, predicted = weighted_class_counts(y_true, y_preds, weights)
+        present = (support + predicted) > 0
+        return _f1_from_counts(tp, support, predicted).sum(axis=2) / np.maximum(present.sum(axis=2), 1)
 
 
 @dataclass
@@ -102,6 +169,11 @@ class MAE(Metric):
         """Mean of ``|y_true - y_pred|`` over samples."""
         return float(np.mean(np.abs(_as_indices(y_true) - _as_indices(y_pred))))
 
+    def compute_weighted(self, y_true: np.ndarray, y_preds: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """Weighted mean absolute error, ``R × cells``."""
+        y_preds = np.atleast_2d(y_preds)
+        return _weighted_mean(np.abs(y_preds - _as_indices(y_true)[None]), weights)
+
 
 @dataclass
 class MSE(Metric):
@@ -118,3 +190,8 @@ class MSE(Metric):
     def compute(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
         """Mean of ``(y_true - y_pred)²`` over samples."""
         return float(np.mean((_as_indices(y_true) - _as_indices(y_pred)) ** 2))
+
+    def compute_weighted(self, y_true: np.ndarray, y_preds: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """Weighted mean squared error, ``R × cells``."""
+        y_preds = np.atleast_2d(y_preds)
+        return _weighted_mean((y_preds - _as_indices(y_true)[None]) ** 2, weights)

@@ -12,8 +12,8 @@ import pandas as pd
 from tabulate import tabulate
 
 from relbench.pages import Page, arrow, directions, fmt, lower_is_better, slug
-
-COMBO = ["selector", "similarity", "stitcher", "regularizer"]
+from relbench.uncertainty import fmt_interval, method_note
+from relbench_stitching.intervals import COMBO, add_intervals, combination_draws
 
 
 def combo_label(row) -> str:
@@ -31,7 +31,7 @@ def is_reference(df: pd.DataFrame) -> pd.Series:
 
 def stitching_scores(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per combination: stitched (off-diagonal) and own-space (diagonal) means ± std over seeds,
-    and achievable pairs."""
+    the lowest and highest stitched pair (mean over seeds), and achievable pairs."""
     d = df[df["metric"] == metric].copy()
     d["diag"] = d["source"] == d["target"]
     out = []
@@ -42,8 +42,11 @@ def stitching_scores(df: pd.DataFrame, metric: str) -> pd.DataFrame:
         own = diag[diag["status"] == "ok"].groupby("seed")["value"].mean()
         pairs = off.drop_duplicates(["source", "target"])
         achievable = ok_off.drop_duplicates(["source", "target"])
+        per_pair = ok_off.groupby(["source", "target"])["value"].mean()
         out.append({**dict(zip(COMBO, combo)), "stitched": per_seed.mean() if len(per_seed) else np.nan,
                     "stitched_std": per_seed.std(ddof=0) if len(per_seed) > 1 else np.nan,
+                    "pairs_min": per_pair.min() if len(per_pair) else np.nan,
+                    "pairs_max": per_pair.max() if len(per_pair) else np.nan,
                     "own": own.mean() if len(own) else np.nan,
                     "own_std": own.std(ddof=0) if len(own) > 1 else np.nan,
                     "achievable": f"{len(achievable)}/{len(pairs)}" if len(pairs) else "-",
@@ -165,7 +168,8 @@ def common_metrics(df: pd.DataFrame) -> list[str]:
 
 
 #: the columns a stitching page reads (the rest of a stored row is provenance)
-PAGE_COLUMNS = [*COMBO, "source", "target", "seed", "metric", "value", "direction", "status", "error", "extra"]
+PAGE_COLUMNS = [*COMBO, "source", "target", "seed", "metric", "value", "direction", "status", "error", "extra",
+                "unit", "per_sample"]
 
 
 def _prepared(df: pd.DataFrame) -> pd.DataFrame:
@@ -260,43 +264,56 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False) -> str:
         return "_No finished results yet._\n"
     direction = directions(df)
     primary = metrics[0]
-    scores = {m: stitching_scores(df, m) for m in metrics}
+    base = stitching_scores(df, primary)
+    methods = ranked(base[~base["reference"]], direction[primary])
+    best = tuple(methods[COMBO].iloc[0]) if len(methods) and not math.isnan(methods["stitched"].iloc[0]) else None
+    scores, draws = {}, None
+    for m in metrics:
+        found = combination_draws(df, m, page.metrics.get(m), best if m == primary else None)
+        scores[m] = add_intervals(stitching_scores(df, m), found, best, not lower_is_better(direction[m]))
+        draws = draws or found
     base = scores[primary]
-    reverse = not lower_is_better(direction[primary])
     methods = ranked(base[~base["reference"]], direction[primary])
     refs = base[base["reference"]]
     lines = []
 
     def rows_for(table: pd.DataFrame, numbered: bool) -> list[list[str]]:
         out = []
-        best = table["stitched"].max() if reverse else table["stitched"].min()
         for rank, (_, r) in enumerate(table.iterrows(), 1):
-            stitched = fmt(r["stitched"], r["stitched_std"])
-            if numbered and r["stitched"] == best and not math.isnan(best):
+            stitched = _scored(r, "stitched")
+            if numbered and r["tie"]:
                 stitched = f"**{stitched}**"
-            row = ([rank] if numbered else []) + [r[c] for c in COMBO] + [stitched]
+            row = ([rank] if numbered else []) + [r[c] for c in COMBO] + [stitched, _spread(r)]
+            if numbered:
+                row.append(_delta(r))
             for m in metrics[1:]:
                 other = scores[m]
                 match = other[(other[COMBO] == r[COMBO]).all(axis=1)]
-                row.append(fmt(match["stitched"].iloc[0], match["stitched_std"].iloc[0]) if len(match) else "n/a")
-            row += [fmt(r["own"], r["own_std"]), r["achievable"]]
+                row.append(_scored(match.iloc[0], "stitched") if len(match) else "n/a")
+            row += [_scored(r, "own"), r["achievable"]]
             out.append(row)
         return out
 
-    headers = [*COMBO, f"stitched {arrow(primary, direction[primary])}"] + \
-        [f"stitched {arrow(m, direction[m])}" for m in metrics[1:]] + \
-        [f"own space {arrow(primary, direction[primary])}", "achievable pairs"]
+    first = [*COMBO, f"stitched {arrow(primary, direction[primary])} [95 % CI]", "pairs (min–max)"]
+    rest = [f"stitched {arrow(m, direction[m])} [95 % CI]" for m in metrics[1:]] + \
+        [f"own space {arrow(primary, direction[primary])} [95 % CI]", "achievable pairs"]
     extras_cols = [m for m in metric_order(df) if m not in metrics]
-    lines.append(f"### Ranking by stitched {primary} (mean over encoder pairs; mean ± std over seeds)\n")
+    lines.append(f"### Ranking by stitched {primary} (mean over seeds of the mean over encoder pairs)\n")
     lines.append("*stitched*: decoder fitted on one encoder, evaluated zero-shot on another (off-diagonal "
-                 "pairs); *own space*: the same decoder on its own encoder (diagonal); *achievable pairs*: "
-                 "off-diagonal pairs the method can evaluate at all.\n")
-    lines.append(tabulate(rows_for(methods, True), headers=["#"] + headers, tablefmt="pipe", disable_numparse=True))
+                 "pairs); *pairs (min–max)*: the lowest and highest stitched pair (mean over seeds); *Δ to best*: "
+                 "the paired difference to the first row on the pairs both reach (negative: worse); **bold**: "
+                 "indistinguishable from the first row (the interval of Δ contains 0) while reaching as many "
+                 "pairs: a group, not an order; *own space*: the same decoder on its own encoder (diagonal); "
+                 "*achievable pairs*: off-diagonal pairs the method can evaluate at all. Combinations reaching more "
+                 "pairs rank first. " + method_note(draws) + "\n")
+    lines.append(tabulate(rows_for(methods, True), headers=["#", *first, "Δ to best [95 % CI]", *rest],
+                          tablefmt="pipe", disable_numparse=True))
     if len(refs):
         lines.append("\n### Reference rows\n")
         lines.append("Absolute heads (no translation) and the non-stitched upper bound (each decoder on its own "
                      "encoder).\n")
-        lines.append(tabulate(rows_for(refs, False), headers=headers, tablefmt="pipe", disable_numparse=True))
+        lines.append(tabulate(rows_for(refs, False), headers=[*first, *rest], tablefmt="pipe",
+                              disable_numparse=True))
     both = df[df["extra"].map(lambda e: isinstance(e, dict) and e.get("needs_both_spaces", False))]
     if len(both):
         names = sorted(pd.unique(both["stitcher"]))
@@ -338,6 +355,27 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False) -> str:
                     for _, r in errors.drop_duplicates(COMBO + ["target"]).iterrows()]
         lines.append(tabulate(err_rows, headers=["combination", "target", "error"], tablefmt="pipe"))
     return "\n".join(lines) + "\n"
+
+
+def _scored(r: pd.Series, part: str) -> str:
+    """``mean [low, high]`` of a score, or ``mean ± std`` over seeds where no interval exists."""
+    if math.isnan(r[part]):
+        return "n/a"
+    if not (math.isnan(r[f"{part}_lo"]) or math.isnan(r[f"{part}_hi"])):
+        return f"{fmt(r[part])} {fmt_interval(r[f'{part}_lo'], r[f'{part}_hi'])}"
+    return fmt(r[part], r[f"{part}_std"])
+
+
+def _spread(r: pd.Series) -> str:
+    return "n/a" if math.isnan(r["pairs_min"]) else f"{r['pairs_min']:.3f}–{r['pairs_max']:.3f}"
+
+
+def _delta(r: pd.Series) -> str:
+    if math.isnan(r["delta"]):
+        return "n/a"
+    if r["delta"] == 0 and r["delta_lo"] == 0 and r["delta_hi"] == 0:
+        return "best"
+    return f"{r['delta']:+.3f} {fmt_interval(r['delta_lo'], r['delta_hi'], signed=True)}"
 
 
 def headline(df: pd.DataFrame) -> dict | None:

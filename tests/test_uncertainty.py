@@ -1,0 +1,153 @@
+"""Intervals, paired differences, tie groups and claims (relbench.uncertainty): agreement
+with SciPy on one level, coverage at the nominal rate, ties and clear differences."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from relbench.samples import predictions
+from relbench.testing import check_metric
+from relbench.uncertainty import (FAILS, HOLDS, INCONCLUSIVE, SeedBlock, bootstrap_columns,
+                                  hierarchical_bootstrap, indistinguishable, verdict, with_samples)
+from relbench_metrics.classification import MAE, MSE, Accuracy, MacroF1, WeightedF1
+
+
+@pytest.mark.parametrize("metric", [Accuracy(), WeightedF1(), MacroF1(), MAE(), MSE()], ids=lambda m: m.name)
+def test_vectorised_weighted_scores_agree_with_repeated_samples(metric):
+    check_metric(metric)
+    check_metric(metric, classes=12, samples=300, cells=40, resamples=3, seed=1)  # more than one block of cells
+
+
+def _mean_block(values: np.ndarray) -> SeedBlock:
+    """One seed whose single column is the mean of ``values`` (one value per sample)."""
+    return SeedBlock(len(values), lambda w: (w @ values / w.sum(axis=1))[:, None], np.ones((1, 1)), np.ones(1, bool))
+
+
+def test_one_level_agrees_with_scipy_bootstrap():
+    values = np.random.default_rng(3).normal(0.7, 0.2, 400)
+    point, draws = hierarchical_bootstrap([_mean_block(values)], resamples=4000)
+    ours = np.percentile(draws[:, 0], [2.5, 97.5])
+    scipy = stats.bootstrap((values,), np.mean, n_resamples=4000, method="percentile",
+                            random_state=np.random.default_rng(1)).confidence_interval
+    assert point[0] == pytest.approx(values.mean())
+    assert ours == pytest.approx([scipy.low, scipy.high], abs=0.004)
+    assert draws[:, 0].std() == pytest.approx(values.std() / np.sqrt(len(values)), rel=0.08)
+
+
+def _coverage(seeds: int, seed_sd: float, trials: int = 200) -> float:
+    rng = np.random.default_rng(7)
+    covered = 0
+    for trial in range(trials):
+        means = 0.6 + rng.normal(0, seed_sd, seeds)
+        blocks = [_mean_block((rng.random(300) < m).astype(float)) for m in means]
+        _, draws = hierarchical_bootstrap(blocks, resamples=300, seed=trial)
+        low, high = np.percentile(draws[:, 0], [2.5, 97.5])
+        covered += low <= 0.6 <= high
+    return covered / trials
+
+
+def test_intervals_cover_the_true_mean_at_the_nominal_rate():
+    # samples only (the seed level does not vary), then seeds that vary as much as the samples
+    assert 0.92 <= _coverage(seeds=1, seed_sd=0.0) <= 0.985
+    assert 0.92 <= _coverage(seeds=20, seed_sd=0.03) <= 0.985
+
+
+def _store(scores: dict[str, list[float]], seeds=(0, 1, 2), n=600, pairs=2, rng_seed=0) -> pd.DataFrame:
+    """Rows of a stitching-like store: per method, seed and pair a cell whose predictions are
+    right with the method's probability (same test samples for every cell of a seed)."""
+    rng = np.random.default_rng(rng_seed)
+    rows = []
+    for seed in seeds:
+        ids = [f"s{seed}-{i}" for i in range(n)]
+        y = rng.integers(0, 4, n)
+        shared = rng.random((pairs, n))  # methods with equal accuracy make the same mistakes
+        for method, accuracy in scores.items():
+            for pair in range(pairs):
+                right = shared[pair] < accuracy[pair % len(accuracy)]
+                pred = np.where(right, y, (y + 1) % 4)
+                rows.append({"seed": seed, "method": method, "pair": pair, "metric": "accuracy",
+                             "value": float(right.mean()), "unit": f"{method}-{seed}",
+                             "per_sample": predictions(ids, y, pred)})
+    return pd.DataFrame(rows)
+
+
+def _draws(df: pd.DataFrame):
+    return bootstrap_columns(df, {m: df["method"] == m for m in pd.unique(df["method"])}, Accuracy(), resamples=500)
+
+
+def test_point_estimate_is_the_mean_over_seeds_of_the_mean_over_cells():
+    df = _store({"a": [0.8, 0.6], "b": [0.5]})
+    draws = _draws(df)
+    expected = df[df["method"] == "a"].groupby("seed")["value"].mean().mean()
+    assert draws.point[draws.column("a")] == pytest.approx(expected)
+    low, high = draws.interval("a")
+    assert low < expected < high
+
+
+def test_identical_methods_are_a_tie_and_a_claim_between_them_is_inconclusive():
+    draws = _draws(_store({"a": [0.7], "twin": [0.7]}))
+    diff, low, high = draws.difference("a", "twin")
+    assert diff == 0 and indistinguishable(low, high)
+    assert verdict(low, high) == INCONCLUSIVE
+
+
+def test_a_clearly_better_method_is_separated_and_its_claim_holds():
+    draws = _draws(_store({"good": [0.85], "bad": [0.55]}))
+    diff, low, high = draws.difference("good", "bad")
+    assert diff == pytest.approx(0.30, abs=0.05) and not indistinguishable(low, high)
+    assert verdict(low, high) == HOLDS
+    assert verdict(*draws.difference("bad", "good")[1:]) == FAILS
+
+
+def test_a_small_real_difference_inside_the_margin_is_inconclusive_and_a_margin_can_be_set():
+    draws = _draws(_store({"a": [0.705], "b": [0.7]}, n=3000))
+    _, low, high = draws.difference("a", "b")
+    assert verdict(low, high, margin=0.01) == INCONCLUSIVE
+    assert verdict(low, high, margin=-0.1) == HOLDS
+
+
+def test_cells_without_per_sample_data_enter_as_constants_and_are_flagged():
+    df = _store({"a": [0.7], "b": [0.6]}).assign(per_sample=None)
+    draws = _draws(df)
+    assert not draws.sample_level
+    assert draws.point[draws.column("a")] == pytest.approx(df[df["method"] == "a"]["value"].mean())
+
+
+def test_records_are_found_on_another_metric_row_of_the_same_cell():
+    df = _store({"a": [0.7]})
+    other = df.assign(metric="weighted_f1", per_sample=None)
+    found = with_samples(other, pd.concat([df, other]), ["method", "pair"])
+    assert [r["ids"] for r in found["per_sample"]] == [r["ids"] for r in df["per_sample"]]
+
+
+def _stitching_rows(accuracy: dict[str, float], n=800, seeds=(0, 1)) -> pd.DataFrame:
+    """Stitching rows over encoders a, b, c: per similarity, cells right with its probability."""
+    rng = np.random.default_rng(5)
+    rows = []
+    for seed in seeds:
+        ids = [f"{seed}-{i}" for i in range(n)]
+        y = rng.integers(0, 3, n)
+        noise = rng.random(n)
+        for sim, p in accuracy.items():
+            for target in "abc":
+                for source in "abc":
+                    pred = np.where(noise < p, y, (y + 1) % 3)
+                    rows.append({"selector": "random", "similarity": sim, "stitcher": "relative", "regularizer": None,
+                                 "source": source, "target": target, "seed": seed, "metric": "accuracy",
+                                 "value": float((pred == y).mean()), "direction": "higher", "status": "ok",
+                                 "error": None, "extra": {}, "unit": f"{sim}-{target}-{seed}",
+                                 "per_sample": predictions(ids, y, pred)})
+    return pd.DataFrame(rows)
+
+
+def test_the_stitching_page_groups_ties_with_the_best_and_shows_intervals(tmp_path):
+    from relbench.pages import Page
+    from relbench_stitching.page import stitching_page
+
+    df = _stitching_rows({"cosine": 0.8, "twin": 0.8, "worse": 0.6})
+    text = stitching_page(df, Page(tmp_path, "t", metrics={"accuracy": Accuracy()}))
+    rows = {line.split("|")[3].strip(): line for line in text.splitlines() if "| random" in line}
+    assert rows["cosine"].count("**") == 2 and rows["twin"].count("**") == 2  # one group, not an order
+    assert "**" not in rows["worse"] and "| -0.190 [-0.214, -0.166] |" in rows["worse"]  # 0.618 - 0.807
+    assert "hierarchical bootstrap" in text
