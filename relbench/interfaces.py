@@ -814,7 +814,10 @@ class TaskKind(Plugin, ABC):
 
     def headline(self, results: pd.DataFrame) -> dict[str, Any] | None:
         """The index's line for this task: ``{"metric", "best", "score", "std",
-        "reference"}``, or None (the index then says "see page")."""
+        "reference"}`` (optionally ``"interval": (low, high)``, shown instead of the
+        std), or None (the index then says "see page"). Not called when :meth:`page`
+        set :attr:`Page.headline <relbench.pages.Page.headline>` (a kind that computes
+        intervals for its page hands the line over there instead of computing them twice)."""
         return None
 
     def ranking(self, results: pd.DataFrame) -> list[str] | None:

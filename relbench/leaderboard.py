@@ -29,6 +29,7 @@ from relbench import __version__, crosstask
 from relbench.cache import atomic_write_bytes
 from relbench.config import Task
 from relbench.errors import OutputNotWritable
+from relbench.export import write
 from relbench.identity import fingerprint
 from relbench.interfaces import TaskKind
 from relbench.names import inside
@@ -194,6 +195,9 @@ MANIFEST = ".pages.json"
 SOURCES = "sources.md"
 #: the manifest's entry for the index's critical-difference diagram (no task name starts with "_")
 DIAGRAM = "_critical-difference"
+#: the flat table of the results the pages show (:mod:`relbench.export`), and its manifest entry
+RELEASE = "results.parquet"
+RELEASE_ENTRY = "_release"
 
 
 def _digest(store: ResultStore, task: Task, units: set[str]) -> str:
@@ -246,6 +250,16 @@ def _diagram(out: Path, result: crosstask.CrossTaskRanking, digest: str, entry: 
     return Page(out, INDEX).save(crosstask.diagram(result), "critical-difference.png")
 
 
+def _write_release(store: ResultStore, path: Path, tasks: list[Task], current: dict[str, set[str]]) -> None:
+    """The current results of every task as one flat parquet table (written whole, then
+    moved into place)."""
+    frames = [store.load(task.name, units=current.get(task.name, set())) for task in tasks]
+    frames = [f for f in frames if not f.empty]
+    partial = path.with_name(f".{path.name}.partial")
+    write(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), partial, "parquet")
+    partial.replace(path)
+
+
 def _read_manifest(out: Path) -> dict:
     try:
         manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
@@ -277,12 +291,15 @@ def _draw(store: ResultStore, out: Path, task: Task, units: set[str]) -> dict:
     head = (f"# {task.name}\n\n" + (f"{task.description}\n\n" if task.description else "") + provenance(df)
             + "\n" + protocol_section(task, df))
     atomic_write_bytes(path, (head + "\n" + body).encode())
-    headline = kind.headline(df)
+    headline = page.headline or kind.headline(df)
     if headline:
         ref = headline.get("reference", np.nan)
         gap = ref - headline["score"] if not math.isnan(ref) else np.nan
-        line = [f"[{task.name}]({task.name}.md)", kind.name, headline["best"], headline["metric"],
-                fmt(headline["score"], headline.get("std")), fmt(ref), fmt(gap)]
+        interval = headline.get("interval") or (np.nan, np.nan)
+        score = (f"{fmt(headline['score'])} {fmt_interval(*interval)}" if np.isfinite(interval).all()
+                 else fmt(headline["score"], headline.get("std")))
+        line = [f"[{task.name}]({task.name}.md)", kind.name, headline["best"], headline["metric"], score, fmt(ref),
+                fmt(gap)]
     else:
         line = [f"[{task.name}]({task.name}.md)", kind.name, "see page", "", "", "", ""]
     files = [path.name, *(str(f.relative_to(out)) for f in page.written)]
@@ -331,6 +348,8 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
              f"Where every data set and model comes from, its licence and how to cite it: "
              f"[{SOURCES}]({SOURCES}).\n",
              "## Tasks\n",
+             "*best score*: with its 95 % interval where the task's page computes one (otherwise ± std over "
+             "seeds); the page shows which other combinations are indistinguishable from it.\n",
              tabulate(index_rows, headers=["task", "kind", "best combination", "metric", "best score",
                                            "reference", "gap"], tablefmt="pipe", disable_numparse=True)]
     if ranks:
@@ -340,6 +359,15 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
         lines.append(crosstask.section(result, link))
         if link:
             entries[DIAGRAM] = {"digest": digest, "link": link}
+    release = {name: entry["digest"] for name, entry in entries.items() if not name.startswith("_")}
+    if redraw or manifest.get(RELEASE_ENTRY) != release or not (out / RELEASE).is_file():
+        _write_release(store, out / RELEASE, tasks, current)
+    entries[RELEASE_ENTRY] = release
+    lines.append(f"\n## The results behind these pages\n\n[{RELEASE}]({RELEASE}): every result row the pages "
+                 f"show, one per unit and metric, flat (one column per parameter), with its provenance (command, "
+                 f"git revision, packages, device, environment, time) and each cell's per-sample predictions "
+                 f"(`per_sample.*`, base64; `relbench.samples.read_predictions` decodes them), so an interval or a "
+                 f"new metric can be recomputed without running anything. `pandas.read_parquet` reads it.\n")
     index = out / "README.md"
     atomic_write_bytes(index, ("\n".join(lines) + "\n").encode())
     atomic_write_bytes(out / SOURCES, sources_page(suite_provenance(tasks)).encode())

@@ -34,6 +34,9 @@ class Page:
     #: (intervals, :mod:`relbench.uncertainty`); a metric missing here is shown from
     #: its stored values
     metrics: dict[str, Any] = field(default_factory=dict)
+    #: the index's line for the task, when the kind's ``page()`` sets it (same keys as
+    #: :meth:`~relbench.interfaces.TaskKind.headline`, which is then not called)
+    headline: dict[str, Any] | None = None
 
     def figure(self, filename: str) -> tuple[Path, str]:
         """``(path to write, markdown-relative link)`` of a figure of this page. A link

@@ -199,6 +199,26 @@ def test_leaderboard_rebuilds_from_store_alone(registry, cli_main, write_yaml, c
     assert "Published numbers next to ours" in rebuilt and "a paper" in rebuilt
 
 
+def test_the_results_behind_the_pages_are_released_beside_them(registry, cli_main, write_yaml):
+    import pandas as pd
+
+    from relbench.samples import read_predictions
+
+    path = write_yaml(TASKS)
+    runner, _ = _run(registry, path)
+    boards = path.parent / "boards"
+    assert cli_main(["leaderboard", str(path)]) == 0
+    release = pd.read_parquet(boards / "results.parquet")
+    stored = runner.store.load("blobs")
+    assert len(release) == len(stored) and set(release["unit"]) == set(stored["unit"])
+    assert {"git", "command", "value", "per_sample.y_pred"} <= set(release.columns)
+    record = release.dropna(subset=["per_sample.y_pred"]).iloc[0]
+    y_true, y_pred = read_predictions({k.split(".", 1)[1]: record[k] for k in release.columns
+                                       if k.startswith("per_sample.")})
+    assert len(y_true) == len(y_pred) == record["per_sample.n"]
+    assert "[results.parquet](results.parquet)" in (boards / "README.md").read_text()
+
+
 def test_failed_units_are_retried_by_the_next_run(registry, write_yaml, monkeypatch):
     path = write_yaml(TASKS)
     from relbench_relreps.stitchers import AbsoluteDecoder, RelativeDecoder

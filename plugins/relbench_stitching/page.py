@@ -275,6 +275,9 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False) -> str:
     base = scores[primary]
     methods = ranked(base[~base["reference"]], direction[primary])
     refs = base[base["reference"]]
+    if best is not None:
+        top = methods.iloc[0]
+        page.headline = {**_headline(base, primary, top), "interval": (top["stitched_lo"], top["stitched_hi"])}
     lines = []
 
     def rows_for(table: pd.DataFrame, numbered: bool) -> list[list[str]]:
@@ -389,10 +392,13 @@ def headline(df: pd.DataFrame) -> dict | None:
     methods = s[~s["reference"]].dropna(subset=["stitched"])
     if not len(methods):
         return None
-    best = ranked(methods, directions(df)[primary]).iloc[0]
-    ref = s[s["reference"]]["own"].max() if s["reference"].any() else np.nan
-    return {"metric": primary, "best": combo_label(best), "score": best["stitched"],
-            "std": best["stitched_std"], "reference": ref}
+    return _headline(s, primary, ranked(methods, directions(df)[primary]).iloc[0])
+
+
+def _headline(scores: pd.DataFrame, metric: str, best: pd.Series) -> dict:
+    ref = scores[scores["reference"]]["own"].max() if scores["reference"].any() else np.nan
+    return {"metric": metric, "best": combo_label(best), "score": best["stitched"], "std": best["stitched_std"],
+            "reference": ref}
 
 
 def ranking(df: pd.DataFrame) -> list[str]:
