@@ -82,9 +82,10 @@ def test_held_out_section_averages_decoders_and_draws_the_own_head(tmp_path):
     rows.append({**base, "selector": "-", "similarity": "-", "stitcher": "non-stitched", "seed": 0,
                  "source": "h", "target": "h", "value": 0.9, "extra": {"role": "reference"}})
     text = held_out_section(pd.DataFrame(rows), "accuracy", Page(tmp_path, "t"))
-    # seed 0: mean(0.6, 0.8) = 0.7; seed 1: 0.6 → 0.650 ± 0.050
-    assert "| random · cosine · relative    | 0.650 ± 0.050" in text
-    assert "own absolute head (reference) | 0.900" in text
+    # seed 0: mean(0.6, 0.8) = 0.7; seed 1: 0.6 → 0.650; no per-sample data: the interval spans the seeds
+    assert "| random · cosine · relative    | 0.650 [0.600, 0.700]" in text
+    assert "own absolute head (reference) | 0.900 [0.900, 0.900]" in text
+    assert "intervals reflect seeds only" in text
     assert (tmp_path / "figures" / "t" / "held-out-accuracy.png").stat().st_size > 0
     # the section belongs to the held-out protocol's page only (the kind is built with the task's parameters)
     assert "Held-out encoders" in Stitching(protocol="held-out").page(pd.DataFrame(rows), Page(tmp_path, "t"))

@@ -12,8 +12,8 @@ import pandas as pd
 from tabulate import tabulate
 
 from relbench.pages import Page, arrow, directions, fmt, lower_is_better, slug
-from relbench.uncertainty import fmt_interval, method_note
-from relbench_stitching.intervals import COMBO, add_intervals, combination_draws
+from relbench.uncertainty import bootstrap_columns, fmt_interval, method_note, with_samples
+from relbench_stitching.intervals import CELL, COMBO, add_intervals, combination_draws
 
 
 def combo_label(row) -> str:
@@ -108,36 +108,45 @@ def _heatmap(df: pd.DataFrame, metric: str, combo: dict, page: Page, title: str,
 
 def held_out_section(df: pd.DataFrame, metric: str, page: Page) -> str:
     """PARAM's Figure 1 view of a held-out protocol: per held-out encoder, each combination's
-    zero-shot score (mean over the decoders trained without it, ± std over seeds) as bars, and
-    that encoder's own absolute head (the non-stitched reference) as a dotted line. Empty
-    when the task has no held-out rows."""
-    d = scored = df[(df["metric"] == metric) & (df["status"] == "ok")]
+    zero-shot score (mean over seeds of the mean over the decoders trained without it, with
+    its 95 % bootstrap interval) as bars with interval whiskers, and that encoder's own
+    absolute head (the non-stitched reference) as a dotted line. Empty when the task has
+    no held-out rows."""
+    d = df[(df["metric"] == metric) & (df["status"] == "ok")]
     if d.empty:
         return ""
+    d = with_samples(d, df, CELL)
     encoders = list(pd.unique(d["source"]))
-    stitched = d[(d["source"] != d["target"]) & ~is_reference(d)]
-    stitched = stitched.assign(combo=[combo_label(r) for _, r in stitched.iterrows()])
-    combos = list(pd.unique(stitched["combo"]))
-    own = scored[scored["stitcher"] == "non-stitched"]
-    mean = {(c, e): np.nan for c in combos for e in encoders}
-    std = dict(mean)
-    for (c, e), g in stitched.groupby(["combo", "source"]):
-        per_seed = g.groupby("seed")["value"].mean()
-        mean[c, e], std[c, e] = per_seed.mean(), (per_seed.std(ddof=0) if len(per_seed) > 1 else np.nan)
-    reference = {e: own[own["source"] == e]["value"].mean() for e in encoders}
-    rows = [[c, *[fmt(mean[c, e], std[c, e]) for e in encoders]] for c in combos]
-    rows.append(["own absolute head (reference)", *[fmt(reference[e]) for e in encoders]])
-    link = _held_out_figure(encoders, combos, mean, std, reference, metric, page)
+    stitched = (d["source"] != d["target"]) & ~is_reference(d)
+    combo = pd.Series([combo_label(r) for _, r in d.iterrows()], index=d.index)
+    combos = list(pd.unique(combo[stitched]))
+    own = d["stitcher"] == "non-stitched"
+    columns = {f"{c} | {e}": stitched & (combo == c) & (d["source"] == e) for c in combos for e in encoders}
+    columns.update({f"own | {e}": own & (d["source"] == e) for e in encoders})
+    draws = bootstrap_columns(d, columns, page.metrics.get(metric))
+    mean, interval = {}, {}
+    for label in columns:
+        i = draws.column(label)
+        mean[label] = float(draws.point[i])
+        interval[label] = draws.interval(label) if np.isfinite(draws.point[i]) else (np.nan, np.nan)
+
+    def shown(label: str) -> str:
+        return "n/a" if np.isnan(mean[label]) else f"{fmt(mean[label])} {fmt_interval(*interval[label])}"
+
+    rows = [[c, *[shown(f"{c} | {e}") for e in encoders]] for c in combos]
+    rows.append(["own absolute head (reference)", *[shown(f"own | {e}") for e in encoders]])
+    link = _held_out_figure(encoders, combos, mean, interval, metric, page)
     return ("\n### Held-out encoders (PARAM, Figure 1)\n\n"
             f"Zero-shot {metric} of each held-out encoder through decoders trained on the other encoders "
-            "(anchors chosen without it), mean over those decoders, ± std over seeds; the dotted line "
-            "is the held-out encoder's own absolute head.\n\n"
+            "(anchors chosen without it): mean over seeds of the mean over those decoders, with its 95 % "
+            "interval (whiskers in the figure); the dotted line is the held-out encoder's own absolute head. "
+            + method_note(draws) + "\n\n"
             + tabulate(rows, headers=["combination", *[f"held out: {e}" for e in encoders]], tablefmt="pipe",
                        disable_numparse=True)
             + f"\n\n![held-out encoders]({link})\n")
 
 
-def _held_out_figure(encoders, combos, mean, std, reference, metric, page: Page) -> str:
+def _held_out_figure(encoders, combos, mean, interval, metric, page: Page) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -147,13 +156,15 @@ def _held_out_figure(encoders, combos, mean, std, reference, metric, page: Page)
     fig, ax = plt.subplots(figsize=(1.5 + 1.6 * len(encoders), 4.2))
     for i, c in enumerate(combos):
         xs = [j - 0.4 + width * (i + 0.5) for j in range(len(encoders))]
-        ax.bar(xs, [mean[c, e] for e in encoders], width,
-               yerr=[0 if np.isnan(std[c, e]) else std[c, e] for e in encoders], label=c, capsize=2)
+        values = [mean[f"{c} | {e}"] for e in encoders]
+        whiskers = np.nan_to_num([[m - interval[f"{c} | {e}"][0] for m, e in zip(values, encoders)],
+                                  [interval[f"{c} | {e}"][1] - m for m, e in zip(values, encoders)]])
+        ax.bar(xs, values, width, yerr=whiskers, label=c, capsize=2)
     for j, e in enumerate(encoders):
-        ax.hlines(reference[e], j - 0.45, j + 0.45, colors="black", linestyles="dotted",
+        ax.hlines(mean[f"own | {e}"], j - 0.45, j + 0.45, colors="black", linestyles="dotted",
                   label="own absolute head (reference)" if j == 0 else None)
     ax.set_xticks(range(len(encoders)), [f"held out: {e}" for e in encoders], fontsize=8)
-    ax.set_ylabel(f"zero-shot {metric}")
+    ax.set_ylabel(f"zero-shot {metric} (whiskers: 95 % interval)")
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     fig.tight_layout()
     return page.save(fig, f"held-out-{slug(metric)}.png")
