@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from relbench.samples import read_predictions
+from relbench.samples import FORMAT, VALUES_FORMAT, read_predictions, read_values
 
 #: bootstrap resamples per interval, and the generator seed (pages must be reproducible)
 RESAMPLES = 1000
@@ -147,15 +147,18 @@ def indistinguishable(low: float, high: float) -> bool:
 
 
 def with_samples(rows: pd.DataFrame, results: pd.DataFrame, cell_columns: Sequence[str]) -> pd.DataFrame:
-    """``rows`` with each row's ``per_sample`` record, taken from any row of ``results``
-    of the same unit and cell (a cell stores its record on one metric's row only)."""
+    """``rows`` with each row's ``per_sample`` record: its own, or else the predictions
+    record of any row of ``results`` of the same unit and cell (a classification cell
+    stores its predictions on one metric's row only; they score its other metrics too)."""
     if "per_sample" not in results or "unit" not in results:
         return rows.assign(per_sample=None)
     keys = ["unit", *[c for c in cell_columns if c in results]]
-    carriers = results[results["per_sample"].map(lambda r: isinstance(r, dict))]
+    carriers = results[results["per_sample"].map(lambda r: isinstance(r, dict) and r.get("format") == FORMAT)]
     found = {tuple(k): record for k, record in zip(carriers[keys].astype(str).itertuples(index=False),
                                                     carriers["per_sample"])}
-    return rows.assign(per_sample=[found.get(tuple(k)) for k in rows[keys].astype(str).itertuples(index=False)])
+    own = rows["per_sample"] if "per_sample" in rows else pd.Series(None, index=rows.index, dtype=object)
+    return rows.assign(per_sample=[mine if isinstance(mine, dict) else found.get(tuple(k))
+                                   for mine, k in zip(own, rows[keys].astype(str).itertuples(index=False))])
 
 
 def seed_blocks(rows: pd.DataFrame, columns: dict[str, pd.Series], metric: Any) -> tuple[list[SeedBlock], bool]:
@@ -183,25 +186,37 @@ def seed_blocks(rows: pd.DataFrame, columns: dict[str, pd.Series], metric: Any) 
 
 
 def _block(records: list, values: np.ndarray, metric: Any) -> tuple[tuple[int, Callable], bool]:
-    """``((n, score), all resampled)`` for one seed's cells."""
+    """``((n, score), all resampled)`` for one seed's cells: cells whose record has the
+    seed's most common sample digest are rescored on each resample (a predictions record
+    by ``metric``, a values record by the mean of its values); the others are constants."""
     digests = [r.get("ids") for r in records if isinstance(r, dict)]
-    if metric is None or not digests:
+    if not digests:
         return (0, lambda w: np.broadcast_to(values, (len(w), len(values)))), False
     common = max(set(digests), key=digests.count)
-    resampled = [i for i, r in enumerate(records) if isinstance(r, dict) and r.get("ids") == common]
-    decoded = [read_predictions(records[i]) for i in resampled]
-    y_true = decoded[0][0]
-    if any(len(t) != len(y_true) or (t != y_true).any() for t, _ in decoded):
-        raise ValueError("cells with the same test sample ids store different true labels; the results store is "
-                         "inconsistent: rerun the task with --force")
-    y_preds = np.stack([p for _, p in decoded])
+    usable = {VALUES_FORMAT} | ({FORMAT} if metric is not None else set())
+    rescored = {fmt: [i for i, r in enumerate(records) if isinstance(r, dict) and r.get("ids") == common
+                      and r.get("format") == fmt] for fmt in usable}
+    scorers = []
+    if rescored.get(FORMAT):
+        decoded = [read_predictions(records[i]) for i in rescored[FORMAT]]
+        y_true = decoded[0][0]
+        if any(len(t) != len(y_true) or (t != y_true).any() for t, _ in decoded):
+            raise ValueError("cells with the same test sample ids store different true labels; the results store "
+                             "is inconsistent: rerun the task with --force")
+        y_preds = np.stack([p for _, p in decoded])
+        scorers.append((rescored[FORMAT], lambda w: metric.compute_weighted(y_true, y_preds, w)))
+    if rescored.get(VALUES_FORMAT):
+        per_sample = np.stack([read_values(records[i]) for i in rescored[VALUES_FORMAT]])
+        scorers.append((rescored[VALUES_FORMAT], lambda w: (w @ per_sample.T) / w.sum(axis=1, keepdims=True)))
+    n = next((int(records[i]["n"]) for cells, _ in scorers for i in cells), 0)
 
     def score(weights: np.ndarray) -> np.ndarray:
         out = np.broadcast_to(values, (len(weights), len(values))).copy()
-        out[:, resampled] = metric.compute_weighted(y_true, y_preds, weights)
+        for cells, scorer in scorers:
+            out[:, cells] = scorer(weights.astype(float))
         return out
 
-    return (len(y_true), score), len(resampled) == len(records)
+    return (n, score), sum(len(c) for c, _ in scorers) == len(records)
 
 
 def bootstrap_columns(rows: pd.DataFrame, columns: dict[str, pd.Series], metric: Any,

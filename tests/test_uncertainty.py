@@ -151,3 +151,16 @@ def test_the_stitching_page_groups_ties_with_the_best_and_shows_intervals(tmp_pa
     assert rows["cosine"].count("**") == 2 and rows["twin"].count("**") == 2  # one group, not an order
     assert "**" not in rows["worse"] and "| -0.190 [-0.214, -0.166] |" in rows["worse"]  # 0.618 - 0.807
     assert "hierarchical bootstrap" in text
+
+
+def test_per_sample_values_give_a_sample_level_interval_in_summary_tables():
+    from relbench.samples import values
+    from relbench_relreps.tasks.common import summary_table
+
+    v = np.random.default_rng(2).random(900)  # one seedless cell, e.g. a per-word Jaccard
+    df = pd.DataFrame([{"representation": "absolute", "metric": "jaccard@10", "seed": None, "status": "ok",
+                        "value": float(v.mean()), "per_sample": values([f"w{i}" for i in range(900)], v)}])
+    table = summary_table(df, ["representation"], "metric")
+    low, high = map(float, table.split("[")[1].split("]")[0].split(", "))
+    assert f"{v.mean():.3f} [" in table
+    assert high - low == pytest.approx(2 * 1.96 * v.std() / np.sqrt(900), abs=0.004)

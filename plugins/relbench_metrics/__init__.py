@@ -3,7 +3,8 @@ correlation functions (Jaccard@k, MRR, Pearson r) that task kinds compute themse
 
 from relbench import hookimpl
 from relbench_metrics.classification import MAE, MSE, Accuracy, MacroF1, WeightedF1
-from relbench_metrics.retrieval import jaccard_at_k, mrr, pearson_r, top_k_neighbours
+from relbench_metrics.retrieval import (jaccard_at_k, jaccard_per_item, mrr, pearson_r, reciprocal_ranks,
+                                       top_k_neighbours)
 
 
 @hookimpl
@@ -12,5 +13,6 @@ def relbench_metrics():
     return [Accuracy, WeightedF1, MacroF1, MAE, MSE]
 
 
-__all__ = ["MAE", "MSE", "Accuracy", "MacroF1", "WeightedF1", "jaccard_at_k", "mrr", "pearson_r",
+__all__ = ["MAE", "MSE", "Accuracy", "MacroF1", "WeightedF1", "jaccard_at_k", "jaccard_per_item", "mrr", "pearson_r",
+           "reciprocal_ranks",
            "top_k_neighbours"]

@@ -30,30 +30,34 @@ def top_k_neighbours(queries, index, k: int, chunk: int = 2048) -> torch.Tensor:
     return torch.cat(out) if out else torch.zeros(0, k, dtype=torch.long)
 
 
-def jaccard_at_k(source, target, k: int = 10) -> float:
-    """Mean over items of the Jaccard index between the item's top-k neighbours in
-    ``target`` and the top-k neighbours of its ``source`` vector searched in ``target``.
-    1 for identical tables; needs equal widths."""
+def jaccard_per_item(source, target, k: int = 10) -> np.ndarray:
+    """Per item, the Jaccard index between its top-k neighbours in ``target`` and the
+    top-k neighbours of its ``source`` vector searched in ``target`` (needs equal widths)."""
     own = top_k_neighbours(target, target, k)
     cross = top_k_neighbours(source, target, k)
-    scores = []
-    for a, b in zip(own.tolist(), cross.tolist()):
-        sa, sb = set(a), set(b)
-        scores.append(len(sa & sb) / len(sa | sb))
-    return float(np.mean(scores)) if scores else float("nan")
+    return np.array([len(set(a) & set(b)) / len(set(a) | set(b)) for a, b in zip(own.tolist(), cross.tolist())],
+                    dtype=float)
+
+
+def jaccard_at_k(source, target, k: int = 10) -> float:
+    """Mean over items of :func:`jaccard_per_item`; 1 for identical tables."""
+    scores = jaccard_per_item(source, target, k)
+    return float(scores.mean()) if len(scores) else float("nan")
+
+
+def reciprocal_ranks(source, target, k: int = 10) -> np.ndarray:
+    """Per item ``i``, the reciprocal rank of ``i`` among the top-k neighbours of
+    ``source[i]`` searched in ``target`` (0 when it is not among them)."""
+    cross = top_k_neighbours(source, target, k)
+    hit = cross == torch.arange(cross.shape[0], device=cross.device).unsqueeze(1)
+    ranks = torch.arange(1, cross.shape[1] + 1, dtype=torch.float32, device=cross.device)
+    return (hit.float() / ranks).sum(dim=1).cpu().numpy().astype(float)
 
 
 def mrr(source, target, k: int = 10) -> float:
-    """Mean reciprocal rank of item ``i`` among the top-k neighbours of ``source[i]``
-    searched in ``target`` (0 when it is not among them). 1 for identical tables."""
-    cross = top_k_neighbours(source, target, k)
-    n = cross.shape[0]
-    if n == 0:
-        return float("nan")
-    hit = cross == torch.arange(n, device=cross.device).unsqueeze(1)
-    ranks = torch.arange(1, cross.shape[1] + 1, dtype=torch.float32, device=cross.device)
-    rr = (hit.float() / ranks).sum(dim=1)
-    return float(rr.mean())
+    """Mean reciprocal rank (:func:`reciprocal_ranks`); 1 for identical tables."""
+    rr = reciprocal_ranks(source, target, k)
+    return float(rr.mean()) if len(rr) else float("nan")
 
 
 def pearson_r(x, y) -> float:

@@ -1,5 +1,5 @@
 """Helpers the task kinds share: default grid entries, anchor contexts without
-encoders, and mean ± std tables for their pages."""
+encoders, and tables of means with intervals for their pages."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from tabulate import tabulate
 from relbench.config import PluginSpec
 from relbench.interfaces import AnchorContext, Anchors
 from relbench.pages import arrow, directions
+from relbench.uncertainty import bootstrap_columns
 
 
 def specs_or_default(specs: Sequence[PluginSpec], interface: str, cls: type) -> list[PluginSpec]:
@@ -45,20 +46,12 @@ def with_arrows(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(metric=df["metric"].map(lambda m: arrow(m, dirs.get(m, "neutral"))))
 
 
-def mean_std(values: Sequence[float], digits: int = 3) -> str:
-    """``mean ± std`` over the finite values (``-`` when there are none)."""
-    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
-    if v.size == 0:
-        return "-"
-    if v.size == 1:
-        return f"{v[0]:.{digits}f}"
-    return f"{v.mean():.{digits}f} ± {v.std(ddof=0):.{digits}f}"
-
-
 def summary_table(df: pd.DataFrame, index: list[str], column: str, digits: int = 3) -> str:
     """A pipe table with one row per ``index`` combination and one column per value of
-    ``column``; cells are mean ± std of ``value`` over the remaining rows (seeds).
-    Cells whose rows are all not achievable show ``n/a``."""
+    ``column``; a cell is the mean over seeds of the mean of ``value`` over its other
+    rows, with its 95 % hierarchical-bootstrap interval (:mod:`relbench.uncertainty`:
+    from the rows' per-sample values where stored, over seeds otherwise). Cells whose
+    rows are all not achievable show ``n/a``."""
     if df.empty:
         return "_no results yet_"
     cols = sorted(df[column].dropna().unique().tolist(), key=str)
@@ -68,10 +61,14 @@ def summary_table(df: pd.DataFrame, index: list[str], column: str, digits: int =
         cells = []
         for col in cols:
             sub = group[group[column] == col]
-            ok = sub[sub["status"] == "ok"]["value"].tolist()
-            if ok:
-                cells.append(mean_std(ok, digits))
-            else:
-                cells.append("n/a" if len(sub) else "")
+            ok = sub[(sub["status"] == "ok") & sub["value"].notna()]
+            cells.append(_with_interval(ok, digits) if len(ok) else ("n/a" if len(sub) else ""))
         table.append([*keys, *cells])
-    return tabulate(table, headers=[*index, *cols], tablefmt="pipe")
+    return tabulate(table, headers=[*index, *cols], tablefmt="pipe", disable_numparse=True)
+
+
+def _with_interval(rows: pd.DataFrame, digits: int) -> str:
+    draws = bootstrap_columns(rows, {"cell": pd.Series(True, index=rows.index)}, None)
+    low, high = draws.interval("cell")
+    mean = f"{draws.point[0]:.{digits}f}"
+    return mean if low == high else f"{mean} [{low:.{digits}f}, {high:.{digits}f}]"

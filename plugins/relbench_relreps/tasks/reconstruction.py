@@ -49,8 +49,8 @@ class Reconstruction(TaskKind):
     ``encoder_seed`` / ``decoder_seed``, the training seeds of the model whose encoder
     and of the model whose decoder are composed (stitched when they differ). Rows:
     ``mse`` (lower is better) per such pair. The page reports, per bottleneck and
-    selector, the non-stitched and stitched MSE as mean ± std over task seeds (each
-    seed: the mean over its pairs). The training and test images are one fixed seeded
+    selector, the non-stitched and stitched MSE as a mean over task seeds with its
+    interval (each seed: the mean over its pairs). The training and test images are one fixed seeded
     subset shared by all seeds. A PNG per bottleneck (original, non-stitched and
     stitched reconstructions of the first task seed and selector) is written next to
     the leaderboard.
@@ -188,8 +188,8 @@ class Reconstruction(TaskKind):
         plt.close(fig)
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
-        """Table 3: MSE, non-stitched vs stitched, per bottleneck and selector (mean ±
-        std over seeds); and the figures."""
+        """Table 3: MSE, non-stitched vs stitched, per bottleneck and selector (mean over
+        seeds with an interval over seeds); and the figures."""
         df, note = without_failures(results)
         ok = df[(df["status"] == "ok") & (df["metric"] == "mse")]
         if ok.empty:
@@ -206,5 +206,6 @@ class Reconstruction(TaskKind):
         mse = arrow("mse", directions(ok).get("mse", "neutral"))
         return (f"Pixel MSE ({mse}) of autoencoders composed across training seeds (Moschella et al. 2023, "
                 "Table 3): non-stitched = encoder and decoder of the same model; stitched = all other pairs of "
-                f"the same task seed (which fixes the anchors). Mean ± std over {per_seed['seed'].nunique()} task "
-                "seed(s) of each seed's mean over its pairs.\n\n" + body + note + figures + "\n")
+                f"the same task seed (which fixes the anchors). Mean over {per_seed['seed'].nunique()} task "
+                "seed(s) of each seed's mean over its pairs, with the 95 % interval of a bootstrap over seeds "
+                "(no per-sample data is stored for this score).\n\n" + body + note + figures + "\n")

@@ -13,7 +13,8 @@ from relbench.config import Task
 from relbench.interfaces import Bank, ResultRow, TaskKind, TaskRunAPI, UnitKey
 from relbench.pages import Page
 from relbench.training import seeded_generator
-from relbench_metrics import jaccard_at_k, mrr
+from relbench.samples import values as per_word_record
+from relbench_metrics import jaccard_per_item, reciprocal_ranks
 from relbench_relreps.selectors import RandomAnchors
 from relbench_relreps.similarities import Cosine
 from relbench_relreps.tasks.common import specs_or_default, summary_table, with_arrows, without_failures
@@ -51,6 +52,8 @@ class WordNeighbourhoods(TaskKind):
 
     name: ClassVar[str] = "word-neighbourhoods"
     columns: ClassVar[tuple[str, ...]] = ("representation", "selector", "similarity", "source", "target")
+    #: 2: rows store their per-word values (page intervals)
+    version: ClassVar[str] = "2"
     k: int = 10
     max_words: int = 5000
     word_seed: int = 0
@@ -94,7 +97,7 @@ class WordNeighbourhoods(TaskKind):
         for key in todo:
             with run.unit(key) as rows:
                 if key["representation"] == "absolute":
-                    rows += self._compare(absolute, {"words": len(words)})
+                    rows += self._compare(absolute, words, {"words": len(words)})
                     continue
                 anchors = run.anchors(key["seed"], key["selector"])
                 relative = {}
@@ -103,11 +106,12 @@ class WordNeighbourhoods(TaskKind):
                     sim.fit(bank.X)
                     with torch.no_grad():
                         relative[lbl] = sim.project(absolute[lbl], run.realise(anchors, lbl))
-                rows += self._compare(relative, {"words": len(words), "anchors": len(anchors)})
+                rows += self._compare(relative, words, {"words": len(words), "anchors": len(anchors)})
 
-    def _compare(self, spaces: dict[str, torch.Tensor], extra: dict) -> list[ResultRow]:
+    def _compare(self, spaces: dict[str, torch.Tensor], words: list[str], extra: dict) -> list[ResultRow]:
         """Jaccard@k and MRR@k (higher is better) of every ordered pair of spaces; pairs
-        of different widths are not achievable."""
+        of different widths are not achievable. Each row stores its per-word values
+        (:func:`relbench.samples.values`), from which the page's intervals come."""
         rows = []
         jac, rr = self.metric_names
         for s, t in itertools.product(spaces, repeat=2):
@@ -117,9 +121,10 @@ class WordNeighbourhoods(TaskKind):
                                    error=f"widths differ: {spaces[s].shape[1]} vs {spaces[t].shape[1]}")
                          for m in self.metric_names]
                 continue
-            values = {jac: jaccard_at_k(spaces[s], spaces[t], self.k), rr: mrr(spaces[s], spaces[t], self.k)}
-            rows += [ResultRow(metric=m, value=v, direction="higher", cell=cell, extra=extra)
-                     for m, v in values.items()]
+            per_word = {jac: jaccard_per_item(spaces[s], spaces[t], self.k),
+                        rr: reciprocal_ranks(spaces[s], spaces[t], self.k)}
+            rows += [ResultRow(metric=m, value=float(v.mean()), direction="higher", cell=cell, extra=extra,
+                               per_sample=per_word_record(words, v)) for m, v in per_word.items()]
         return rows
 
     def claim_rows(self, results: pd.DataFrame) -> pd.DataFrame:
@@ -135,6 +140,7 @@ class WordNeighbourhoods(TaskKind):
         body = summary_table(df, list(self.columns), "metric")
         return ("Neighbourhood agreement between word-vector tables (Moschella et al. 2023, Table 1): for "
                 "each word, its top-k neighbours in the target space against the top-k target neighbours "
-                "of its source vector (Jaccard) and the rank of the word itself there (MRR). Mean ± std "
-                "over seeds; `n/a`: absolute spaces of different widths cannot be compared.\n\n" + body + note
-                + "\n")
+                "of its source vector (Jaccard) and the rank of the word itself there (MRR). Mean over seeds "
+                "with its 95 % interval (a bootstrap over seeds and words, from the per-word values each row "
+                "stores; the absolute comparison has no seed: words only); `n/a`: absolute spaces of different "
+                "widths cannot be compared.\n\n" + body + note + "\n")
