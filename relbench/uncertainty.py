@@ -230,6 +230,22 @@ def bootstrap_columns(rows: pd.DataFrame, columns: dict[str, pd.Series], metric:
     return Draws(list(columns), point, draws, complete)
 
 
+def seed_interval(per_seed: Sequence[float], level: float = LEVEL) -> tuple[float, float]:
+    """The percentile interval of the mean of per-seed values, by SciPy's
+    ``scipy.stats.bootstrap`` over seeds (for scores stored without per-sample data);
+    ``(v, v)`` for a single seed, NaNs for none."""
+    from scipy.stats import bootstrap
+
+    values = np.asarray([v for v in per_seed if v is not None and np.isfinite(v)], dtype=float)
+    if not len(values):
+        return float("nan"), float("nan")
+    if len(values) == 1 or np.ptp(values) == 0:
+        return float(values[0]), float(values[0])
+    ci = bootstrap((values,), np.mean, n_resamples=RESAMPLES, confidence_level=level, method="percentile",
+                   random_state=np.random.default_rng(SEED)).confidence_interval
+    return float(ci.low), float(ci.high)
+
+
 def fmt_interval(low: float, high: float, signed: bool = False) -> str:
     """``[low, high]`` with three decimals (``+``/``−`` signs when ``signed``); ``n/a`` when unknown."""
     if not (np.isfinite(low) and np.isfinite(high)):

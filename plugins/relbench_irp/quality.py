@@ -14,6 +14,7 @@ from tabulate import tabulate
 from relbench.config import Task
 from relbench.interfaces import ResultRow, TaskKind, TaskRunAPI, UnitKey
 from relbench.pages import Page, arrow, directions, fmt
+from relbench.uncertainty import fmt_interval, seed_interval
 from relbench.training import seeded_generator
 from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise
 
@@ -181,9 +182,16 @@ def _singular_note(g: pd.DataFrame) -> str:
 
 
 def _seed_stats(g: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Mean over cells within a seed, then mean and std over seeds."""
+    """Mean over cells within a seed, then the mean over seeds with its 95 % interval over
+    seeds (``low``, ``high``; no per-sample data is stored for these scores)."""
     per_seed = g.groupby(by + ["seed"], dropna=False)["value"].mean().reset_index()
-    return per_seed.groupby(by, dropna=False)["value"].agg(["mean", "std"]).reset_index()
+    out = per_seed.groupby(by, dropna=False)["value"].agg(["mean", list]).reset_index()
+    bounds = [seed_interval(v) for v in out.pop("list")]
+    return out.assign(low=[b[0] for b in bounds], high=[b[1] for b in bounds])
+
+
+def _shown(r: pd.Series) -> str:
+    return f"{fmt(r['mean'])} {fmt_interval(r['low'], r['high'])}"
 
 
 def _grid(g: pd.DataFrame, metric: str, setting: str) -> tuple[list, list, np.ndarray]:
@@ -248,10 +256,10 @@ def _tables(g: pd.DataFrame, marks: dict[str, str]) -> str:
         deltas = sorted(stats["delta"].unique())
         body = []
         for omega, row in stats.groupby("omega"):
-            cells = {r["delta"]: fmt(r["mean"], r["std"]) for _, r in row.iterrows()}
+            cells = {r["delta"]: _shown(r) for _, r in row.iterrows()}
             body.append([int(omega)] + [cells.get(x, "n/a") for x in deltas])
         title = arrow("Reconstruction cosine", marks["reconstruction_cosine"])
-        out.append(f"{title}, {setting}-space (mean ± std over seeds):\n\n"
+        out.append(f"{title}, {setting}-space (mean over seeds [95 % interval over seeds]):\n\n"
                    + tabulate(body, headers=["ω \\ δ"] + [f"{x:g}" for x in deltas], tablefmt="pipe") + "\n")
     return "\n".join(out)
 
@@ -272,11 +280,11 @@ def _pairs(g: pd.DataFrame, marks: dict[str, str]) -> str:
     body = []
     for _, r in irp.iterrows():
         a = absolute[(absolute["source"] == r["source"]) & (absolute["target"] == r["target"])]
-        body.append([r["source"], r["target"], fmt(a["mean"].iloc[0], a["std"].iloc[0]) if len(a) else "n/a (widths differ)",
-                     fmt(r["mean"], r["std"])])
+        body.append([r["source"], r["target"], _shown(a.iloc[0]) if len(a) else "n/a (widths differ)", _shown(r)])
     headers = ["source (encoder)", "target (decoder)",
                arrow("absolute cosine", marks.get("absolute_cosine", "neutral")),
                arrow("IRP cosine", marks["reconstruction_cosine"])]
     return (f"Per pair at ω = {int(best['omega'])}, δ = {best['delta']:g} (the best inter-space mean on the "
-            f"validation part; the cosines below are on the test draw):\n\n"
+            f"validation part; the cosines below are on the test draw; mean over seeds [95 % interval over "
+            f"seeds]):\n\n"
             + tabulate(body, headers=headers, tablefmt="pipe") + "\n")

@@ -14,6 +14,7 @@ from tabulate import tabulate
 from relbench.config import Task
 from relbench.interfaces import USES, Bank, ResultRow, TaskKind, TaskRunAPI, UnitKey
 from relbench.pages import Page, arrow, directions, fmt
+from relbench.uncertainty import fmt_interval, seed_interval
 from relbench.training import predict_logits, train_classifier
 from relbench_irp.heads import ACTIVATIONS, mlp_head
 from relbench_irp.quality import sample_ids
@@ -167,10 +168,11 @@ def _figure(d: pd.DataFrame, norms: pd.Series, page: Page) -> str:
         g = curves[curves["target"] == target]
         for (act, inp), h in g.groupby(["activation", "input"], sort=True):
             per_seed = h.groupby(["alpha", "seed"])["value"].mean().groupby("alpha")
-            m, s = per_seed.mean(), per_seed.std().fillna(0.0)
+            m = per_seed.mean()
+            bounds = np.array([seed_interval(v) for _, v in per_seed])
             style = "-" if inp == "raw" else "--"
             ax.plot(m.index, m.values, style, color=colours.get(act), label=f"{act} ({inp})")
-            ax.fill_between(m.index, (m - s).values, (m + s).values, color=colours.get(act), alpha=0.15)
+            ax.fill_between(m.index, bounds[:, 0], bounds[:, 1], color=colours.get(act), alpha=0.15)
         ax.axvline(float(norms.get(target, np.nan)), color="red", lw=1, label="mean embedding norm")
         ax.set_xscale("log")
         ax.set_xlabel("rescale factor α")
@@ -180,7 +182,8 @@ def _figure(d: pd.DataFrame, norms: pd.Series, page: Page) -> str:
     fig.tight_layout()
     link = page.save(fig, "scale_invariance.png")
     return (f"![accuracy vs rescale factor]({link})\n\nSolid: the head's own test embeddings; dashed: other "
-            f"encoders IRP-translated into its space; red line: the target's mean embedding norm.\n")
+            f"encoders IRP-translated into its space; shaded: 95 % interval over seeds; red line: the target's mean "
+            f"embedding norm.\n")
 
 
 def _table(d: pd.DataFrame, norms: pd.Series, direction: str) -> str:
@@ -188,11 +191,12 @@ def _table(d: pd.DataFrame, norms: pd.Series, direction: str) -> str:
     for (target, act, inp), g in d.groupby(["target", "activation", "input"], sort=False):
         def stat(sub: pd.DataFrame) -> str:
             per_seed = sub.groupby("seed")["value"].mean()
-            return fmt(per_seed.mean(), per_seed.std() if len(per_seed) > 1 else np.nan)
+            return f"{fmt(per_seed.mean())} {fmt_interval(*seed_interval(per_seed))}" if len(per_seed) else "n/a"
 
         unscaled = stat(g[g["metric"] == "accuracy_unscaled"])
         cells = [stat(g[(g["metric"] == "accuracy") & (g["alpha"] == a)]) for a in alphas]
         body.append([target, act, inp, f"{norms.get(target, np.nan):.2f}", unscaled] + cells)
     headers = ["head on", "activation", "input", "mean norm", "unscaled"] + [f"α={a:g}" for a in alphas]
-    return f"{arrow('Accuracy', direction)} (mean ± std over seeds; irp rows average the translated sources):\n\n" + \
+    return f"{arrow('Accuracy', direction)} (mean over seeds [95 % interval over seeds]; irp rows average the " \
+        f"translated sources):\n\n" + \
         tabulate(body, headers=headers, tablefmt="pipe") + "\n"
