@@ -7,7 +7,7 @@ costs more than the arithmetic. tests/test_metrics_basic.py checks agreement wit
 
 Each metric also scores many predictions under many bootstrap weightings at once
 (:meth:`~relbench.interfaces.Metric.compute_weighted`): weighted per-class counts are
-matrix products of the ``R × n`` weights with one-hot indicator matrices, so a page's
+products of the ``R × n`` weights with sparse indicator matrices (SciPy), so a page's
 intervals over thousands of cells take seconds; the tests check them against the
 interface's one-resample-at-a-time default.
 """
@@ -40,36 +40,32 @@ def per_class_f1(y_true: np.ndarray, y_pred: np.ndarray) -> tuple[np.ndarray, np
     return f1, support
 
 
-#: predictions scored per block of :func:`weighted_class_counts` (bounds its memory)
-CELL_BLOCK = 32
-
-
 def weighted_class_counts(y_true: np.ndarray, y_preds: np.ndarray,
                           weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per resample, prediction and class: ``(tp, support, predicted)``, each ``R × cells × K``,
     the counts :func:`per_class_f1` takes, with sample ``i`` counted ``weights[r, i]`` times
-    (``K`` = the largest class index + 1; a class absent from both arrays counts 0 everywhere)."""
+    (``K`` = the largest class index + 1; a class absent from both arrays counts 0 everywhere).
+
+    Each count is a product of the weights with a sparse ``n × (cells·K)`` indicator
+    matrix (one entry per sample and cell: its predicted class; for ``tp`` only where that
+    is the true class), so the work grows with ``R × n × cells``, not ``× K``."""
+    from scipy.sparse import csr_matrix
+
     y_true, y_preds = _as_indices(y_true), np.atleast_2d(y_preds)
     weights = np.atleast_2d(weights).astype(float)
+    cells, n = y_preds.shape
     k = int(max(y_true.max(initial=0), y_preds.max(initial=0))) + 1
-    eye = np.eye(k)
-    true_hot = eye[y_true]  # n × K
-    support = weights @ true_hot  # R × K, the same for every prediction
-    tp = np.empty((len(weights), len(y_preds), k))
-    predicted = np.empty_like(tp)
-    for start in range(0, len(y_preds), CELL_BLOCK):
-        block = y_preds[start:start + CELL_BLOCK]
-        pred_hot = eye[block]  # c × n × K
-        hit_hot = pred_hot * true_hot[None]  # one where the prediction is the true class
-        shape = (len(weights), len(block), k)
-        tp[:, start:start + len(block)] = (weights @ _columns(hit_hot)).reshape(shape)
-        predicted[:, start:start + len(block)] = (weights @ _columns(pred_hot)).reshape(shape)
+    support = weights @ np.eye(k)[y_true]  # R × K, the same for every prediction
+    columns = (np.arange(cells)[:, None] * k + y_preds).ravel()  # cell-major: cell c, class j → c·K + j
+    rows = np.tile(np.arange(n), cells)
+    hit = (y_preds == y_true[None]).ravel()
+
+    def counted(mask: np.ndarray) -> np.ndarray:
+        indicator = csr_matrix((np.ones(int(mask.sum())), (rows[mask], columns[mask])), shape=(n, cells * k))
+        return np.asarray(indicator.T @ weights.T).T.reshape(len(weights), cells, k)
+
+    tp, predicted = counted(hit), counted(np.ones_like(hit))
     return tp, np.broadcast_to(support[:, None, :], tp.shape), predicted
-
-
-def _columns(hot: np.ndarray) -> np.ndarray:
-    """``c × n × K`` indicators as an ``n × (c·K)`` matrix (cell-major columns)."""
-    return hot.transpose(1, 0, 2).reshape(hot.shape[1], -1)
 
 
 def _f1_from_counts(tp: np.ndarray, support: np.ndarray, predicted: np.ndarray) -> np.ndarray:
