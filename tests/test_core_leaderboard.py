@@ -164,3 +164,20 @@ def test_the_index_ranks_across_tasks_with_a_critical_difference_diagram(registr
     assert diagram.stat().st_mtime_ns == drawn and "critical-difference.png" in (boards / "README.md").read_text()
     assert cli_main(["leaderboard", str(path)]) == 0
     assert diagram.stat().st_mtime_ns != drawn
+
+
+def test_a_redrawn_page_leaves_no_figure_it_no_longer_draws(registry, cli_main, write_yaml):
+    from test_core_runner import TASKS, _run
+
+    path = write_yaml(TASKS)
+    _run(registry, path)
+    assert cli_main(["leaderboard", str(path)]) == 0
+    figures = path.parent / "boards" / "figures" / "blobs"
+    drawn = sorted(p.name for p in figures.iterdir())
+    # a heatmap of a combination that used to be the best, left by an earlier drawing
+    (figures / "heatmap-accuracy-former-best.png").write_bytes(b"old")
+    (figures / "heatmap-accuracy-former-best.svg").write_bytes(b"old")
+    assert cli_main(["leaderboard", str(path)]) == 0
+    assert sorted(p.name for p in figures.iterdir()) == drawn
+    page = (path.parent / "boards" / "blobs.md").read_text()
+    assert all(name in page for name in drawn if name.endswith(".png"))
