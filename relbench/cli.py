@@ -67,6 +67,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
                      help="run tasks in N worker processes (0: one per CPU core); tasks over the same data set "
                           "stay in one worker so each embedding is computed once (default 1)")
+    run.add_argument("--executor", choices=["local", "ray"],
+                     help="where units are computed: this machine (local, with -j N worker processes) or a Ray "
+                          "instance (ray: `pip install 'relbench[ray]'`); default suite.executor, else local")
+    run.add_argument("--address", metavar="ADDRESS",
+                     help="with --executor ray: the cluster to join (`auto`, or HOST:PORT of `ray start --head`); "
+                          "without it Ray starts on this machine")
 
     plugins = sub.add_parser("plugins", help="list installed plugins, or show one in full",
                              description="List every registered implementation per interface, with the package (and "
@@ -224,12 +230,24 @@ def _run(args, registry) -> int:
     if not args.no_leaderboard:
         ensure_writable_dir(leaderboards, "The leaderboards directory",
                             "`suite.leaderboards` in the tasks file or `relbench run --leaderboards DIR`")
+    executor = args.executor or suite.executor
+    if args.address and executor != "ray":
+        raise UserError("--address names a Ray cluster; it goes with `--executor ray` (or `executor: ray` in the "
+                        "tasks file's suite:).")
     jobs = args.jobs if args.jobs > 0 else (os.cpu_count() or 1)
-    if jobs > 1 and len(runner.tasks()) > 1:
+    if executor == "ray" and args.jobs != 1:
+        raise UserError("-j N starts local worker processes and --executor ray schedules on Ray's workers; choose "
+                        "one (Ray uses every CPU of its cluster).")
+    if executor == "local" and jobs > 1 and len(runner.tasks()) > 1:
         return _run_jobs(args, suite, runner, jobs, command)
     interrupted = False
     try:
-        stats = runner.run()
+        if executor == "ray":
+            from relbench.ray_executor import run_on_ray
+
+            stats = run_on_ray(runner, args.address, args.quiet)
+        else:
+            stats = runner.run()
     except KeyboardInterrupt:
         interrupted = True
         stats = runner.stats

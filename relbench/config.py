@@ -11,6 +11,7 @@ The schema (every key optional unless marked)::
       output: results            # results store directory (relative to the YAML file)
       leaderboards: leaderboards # where markdown leaderboards are written
       cache_dir: null            # embedding cache; default $RELBENCH_CACHE_DIR or ~/.cache/relbench
+      executor: local            # local | ray (relbench.ray_executor); `relbench run --executor` overrides it
       protocol:                  # what each seed draws (relbench.protocol); a task's keys override these
         train_size: 5000         # training samples per seed, drawn from the data set's pool (null = all)
         test_size: 2000          # test samples per seed (null = all)
@@ -70,7 +71,9 @@ from relbench.plugins import Registry, did_you_mean, provider_of
 from relbench.protocol import MAX_VALIDATION, EvaluationProtocol
 
 SUITE_KEYS = {"seeds", "device", "num_anchors", "batch_size", "metrics", "output", "leaderboards", "cache_dir",
-              "protocol"}
+              "protocol", "executor"}
+#: where a run computes its units: this process (or ``-j N`` local workers), or a Ray cluster
+EXECUTORS = ("local", "ray")
 TOP_KEYS = {"suite", "include", "tasks"}
 TASK_KEYS = {"name", "kind", "description", "dataset", "encoders", "grid", "metrics", "seeds", "protocol",
              "num_anchors", "device", "batch_size", "published", "claims"}
@@ -345,6 +348,7 @@ class Suite:
     leaderboards: Path
     cache_dir: Path | None
     device: str
+    executor: str = "local"
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -680,6 +684,11 @@ def load_suite(path: str | Path, registry: Registry) -> Suite:
         _expect(value, str, swhere.child(key, suite_raw), "a directory path")
         return _resolved(path, value, swhere.child(key, suite_raw))
 
+    executor = suite_raw.get("executor", "local")
+    if executor not in EXECUTORS:
+        raise swhere.child("executor", suite_raw).error(
+            f"unknown executor {executor!r}; {did_you_mean(str(executor), list(EXECUTORS))} (`ray` needs "
+            f"`pip install 'relbench[ray]'`)")
     return Suite(file=path, tasks=tasks, output=_dir("output", "results"),
                  leaderboards=_dir("leaderboards", "leaderboards"), cache_dir=_dir("cache_dir", None),
-                 device=defaults["device"])
+                 device=defaults["device"], executor=executor)

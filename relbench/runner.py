@@ -246,6 +246,15 @@ class TaskRun:
                               f"draw less the validation part) to draw anchors from. Lower `num_anchors`, or raise "
                               f"`protocol.train_size` or the data set's training size.")
 
+    def restrict(self, units: set[str]) -> TaskPlan:
+        """The plan with only ``units`` left to compute, every other unit counting as
+        done: how an executor that splits a task among workers (:mod:`relbench.ray_executor`)
+        gives one worker its share. The kind's loop then skips the rest as it skips
+        stored units."""
+        plan = self.plan()
+        plan.done = {u.id for u in plan.units if u.id not in units}
+        return plan
+
     def replan(self) -> TaskPlan:
         """The plan again, against the store as it is now (another run may have added
         units); identities are kept, so this costs a read of what changed."""
@@ -631,7 +640,7 @@ class Runner:
             runs.append(task_run)
         return runs
 
-    def _clear_task_error(self, task: Task) -> None:
+    def clear_task_error(self, task: Task) -> None:
         """A task that now plans and finishes clears the error an earlier run recorded."""
         lines = self.store.read(task.name)
         if TASK_ERROR in lines.units and TASK_ERROR not in lines.done:
@@ -674,7 +683,7 @@ class Runner:
             with self.store.lock(task_run.task.name, wait=False) as held:
                 if held:
                     task_run.replan()  # another run may have finished units since we planned
-                    self._compute(task_run)
+                    self.compute(task_run)
                 else:
                     waiting.append(task_run)
         for task_run in waiting:
@@ -682,16 +691,16 @@ class Runner:
                      f"waiting for it, then computing what it left")
             with self.store.lock(task_run.task.name, wait=True):
                 task_run.replan()
-                self._compute(task_run)
+                self.compute(task_run)
         return self.stats
 
-    def _compute(self, task_run: TaskRun) -> None:
+    def compute(self, task_run: TaskRun) -> None:
         """Compute the units of one task that are not done (the caller holds its lock)."""
         task, plan = task_run.task, task_run.plan()
         todo = plan.todo
         self.stats.units_skipped += len(plan.units) - len(todo)
         if not todo:
-            self._clear_task_error(task)
+            self.clear_task_error(task)
             return
         t0 = time.perf_counter()
         self.say(f"== task {task.name} ({task.kind.label}): {len(todo)} of {len(plan.units)} units to compute ==")
@@ -704,7 +713,7 @@ class Runner:
                 exc = RuntimeError(f"a plugin called sys.exit({exc.code!r}) while task {task.name!r} ran")
             self._task_failed(task_run, exc)
         else:
-            self._clear_task_error(task)
+            self.clear_task_error(task)
         finally:
             task_run.release()
         self.say(f"== task {task.name} finished in {time.perf_counter() - t0:.1f}s ==")
