@@ -100,6 +100,7 @@ def compute_shard(shard: Shard, *after: Any) -> ShardResult:
             sys.path.insert(0, entry)
     torch.set_num_threads(shard.threads)
     runner = _runner(shard)
+    runner.only = [shard.task]
     with tempfile.TemporaryDirectory(prefix="relbench-shard-") as tmp:
         runner.store = ResultStore(Path(tmp))
         runner.stats = RunStats()
@@ -120,18 +121,19 @@ def compute_shard(shard: Shard, *after: Any) -> ShardResult:
 
 
 def _runner(shard: Shard) -> Runner:
-    """This process's runner for the shard's task (its identities computed once)."""
+    """This process's runner for the shard's tasks file: one per process, so the tasks
+    that read one data set share it, and each task's identities are computed once."""
     from relbench.config import load_suite
     from relbench.plugins import load_registry
     from relbench.runner import Runner
 
     path = Path(shard.tasks_file)
     stat = path.stat()
-    key = (shard.tasks_file, stat.st_mtime_ns, stat.st_size, shard.task, shard.env)
+    key = (shard.tasks_file, stat.st_mtime_ns, stat.st_size, shard.env)
     if key not in _RUNNERS:
+        _RUNNERS.clear()  # another tasks file, or the same one edited: a new suite
         registry = load_registry([], [])  # plugin selection comes through the forwarded environment
-        _RUNNERS[key] = Runner(load_suite(path, registry), registry, quiet=True, only=[shard.task],
-                               command=shard.command)
+        _RUNNERS[key] = Runner(load_suite(path, registry), registry, quiet=True, command=shard.command)
     return _RUNNERS[key]
 
 
