@@ -109,7 +109,7 @@ def compute_shard(shard: Shard, *after: Any) -> ShardResult:
         task_run.restrict(set(shard.units))
         runner.compute(task_run)
         store = runner.store
-        lines = store.fetch(shard.task, store._entries(shard.task)) if shard.task in store.tasks() else []
+        lines = store.fetch(shard.task, list(store.read(shard.task).units.values()))
         folder = store.figure_path(shard.task, "x").parent
         figures = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} if folder.is_dir() else {}
     stats = runner.stats
