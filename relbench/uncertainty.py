@@ -172,8 +172,12 @@ def seed_blocks(rows: pd.DataFrame, columns: dict[str, pd.Series], metric: Any) 
     masks = np.column_stack([columns[c].reindex(rows.index, fill_value=False).to_numpy(bool) for c in labels]) \
         if labels else np.zeros((len(rows), 0), bool)
     used = masks.any(axis=1)
-    seeds, _ = pd.factorize(rows["seed"], use_na_sentinel=False)  # rows without a seed form one group
-    for seed in pd.unique(seeds[used]):
+    seeds, values = pd.factorize(rows["seed"], use_na_sentinel=False)  # rows without a seed form one group
+    # a fixed order (the seedless group, then seeds ascending), not the rows' order: the
+    # generator draws per block, and the same rows stored in another order (units that
+    # finished in another order) must give the same intervals
+    order = sorted(pd.unique(seeds[used]), key=lambda code: (pd.notna(values[code]), _sortable(values[code])))
+    for seed in order:
         at = np.nonzero(used & (seeds == seed))[0]
         cells = rows.iloc[at]
         member = masks[at].astype(float)
@@ -185,6 +189,12 @@ def seed_blocks(rows: pd.DataFrame, columns: dict[str, pd.Series], metric: Any) 
     return blocks, complete
 
 
+def _sortable(seed: Any) -> tuple:
+    """A seed value as a sort key (numbers by value, anything else by its text)."""
+    return (0, float(seed), "") if isinstance(seed, (int, float, np.integer, np.floating)) and pd.notna(seed) \
+        else (1, 0.0, str(seed))
+
+
 def _block(records: list, values: np.ndarray, metric: Any) -> tuple[tuple[int, Callable], bool]:
     """``((n, score), all resampled)`` for one seed's cells: cells whose record has the
     seed's most common sample digest are rescored on each resample (a predictions record
@@ -192,7 +202,7 @@ def _block(records: list, values: np.ndarray, metric: Any) -> tuple[tuple[int, C
     digests = [r.get("ids") for r in records if isinstance(r, dict)]
     if not digests:
         return (0, lambda w: np.broadcast_to(values, (len(w), len(values)))), False
-    common = max(set(digests), key=digests.count)
+    common = max(sorted(set(digests)), key=digests.count)  # a tie goes to the first digest in sorted order
     usable = {VALUES_FORMAT} | ({FORMAT} if metric is not None else set())
     rescored = {fmt: [i for i, r in enumerate(records) if isinstance(r, dict) and r.get("ids") == common
                       and r.get("format") == fmt] for fmt in usable}
