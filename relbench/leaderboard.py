@@ -62,12 +62,12 @@ def _remove_stale_pages(out: Path, tasks: set[str]) -> None:
             shutil.rmtree(out / "figures" / path.stem, ignore_errors=True)
 
 
-def _remove_stale_figures(out: Path, task: str, kept: list[Path]) -> None:
-    """Delete the files of a task's figure folder that its new drawing did not write (a
+def _remove_stale_figures(page: Page) -> None:
+    """Delete the files of a page's figure folder that its new drawing did not write (a
     heatmap of a combination that is no longer the best, a figure of a removed metric):
     the folder is relbench's, and a published figure must come from the current page."""
-    folder = out / "figures" / task
-    keep = {path.name for path in kept if path.parent == folder}
+    folder = page.folder
+    keep = {path.name for path in page.written if path.parent == folder}
     for path in folder.iterdir() if folder.is_dir() else ():
         if (path.is_file() or path.is_symlink()) and path.name not in keep:
             path.unlink()
@@ -288,7 +288,7 @@ def _draw(store: ResultStore, out: Path, task: Task, units: set[str]) -> dict:
     if df.empty:
         atomic_write_bytes(path, (f"# {task.name}\n\n{task.description}\n\n_No results of the current tasks file "
                                   f"yet: run `relbench run` on it. {GENERATED}_\n").encode())
-        _remove_stale_figures(out, task.name, [])
+        _remove_stale_figures(page)
         return {"files": [path.name], "index": None, "ranking": None}
     try:
         body = kind.page(df, page)
@@ -303,7 +303,7 @@ def _draw(store: ResultStore, out: Path, task: Task, units: set[str]) -> dict:
     head = (f"# {task.name}\n\n" + (f"{task.description}\n\n" if task.description else "") + provenance(df)
             + "\n" + protocol_section(task, df))
     atomic_write_bytes(path, (head + "\n" + body).encode())
-    _remove_stale_figures(out, task.name, page.written)
+    _remove_stale_figures(page)
     headline = page.headline or kind.headline(df)
     if headline:
         ref = headline.get("reference", np.nan)

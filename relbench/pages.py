@@ -38,11 +38,17 @@ class Page:
     #: :meth:`~relbench.interfaces.TaskKind.headline`, which is then not called)
     headline: dict[str, Any] | None = None
 
+    @property
+    def folder(self) -> Path:
+        """The folder of this page's figures (relbench's alone: a redrawing leaves in it
+        only what it wrote)."""
+        # the index's own figures go under a reserved name no task can take
+        return self.root / "figures" / INDEX if self.task == INDEX else inside(self.root / "figures", self.task)
+
     def figure(self, filename: str) -> tuple[Path, str]:
         """``(path to write, markdown-relative link)`` of a figure of this page. A link
         planted at that path is removed first: a figure never writes through a link."""
-        # the index's own figures go under a reserved name no task can take
-        folder = self.root / "figures" / INDEX if self.task == INDEX else inside(self.root / "figures", self.task)
+        folder = self.folder
         folder.mkdir(parents=True, exist_ok=True)
         filename = Path(filename).name
         path = folder / filename

@@ -16,28 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from test_core_runner import TASKS as RUNNER_TASKS
+
 from relbench.ray_executor import SHARDS_PER_CPU, shard_units
 
 TESTS = Path(__file__).parent
-TASKS = """\
-suite:
-  seeds: [0, 1, 2, 3]
-  num_anchors: 16
-  output: results
-  leaderboards: boards
-tasks:
-  - name: blobs
-    dataset: {name: toy-blobs, params: {classes: 4}}
-    encoders:
-      - {name: toy-rotated, label: a, params: {seed: 1}}
-      - {name: toy-rotated, label: b, params: {seed: 2, scale: 3.0}}
-      - {name: toy-rotated, label: c, params: {seed: 3, scale: 0.5}}
-    grid:
-      selectors: [random]
-      similarities: [cosine]
-      stitchers: [relative, absolute]
-    metrics: [accuracy, weighted_f1]
-"""
+TASKS = RUNNER_TASKS.replace("seeds: [0, 1]", "seeds: [0, 1, 2, 3]")
 UNITS = 4 * 3 * 2  # seeds × targets × stitchers
 
 
