@@ -103,6 +103,11 @@ def _as_stored(value):
     return json.loads(json.dumps(value, default=str))
 
 
+def _differing(meta: dict, identity: dict | None) -> list[str]:
+    """The identity fields an entry's metadata lacks or records with another value."""
+    return sorted(k for k in identity or {} if k not in meta or meta[k] != _as_stored(identity[k]))
+
+
 class EmbeddingCache:
     """Embeddings on disk under ``root/embeddings``."""
 
@@ -111,6 +116,15 @@ class EmbeddingCache:
         self.dir = self.root / "embeddings"
         #: messages about entries found corrupt (shown by the runner)
         self.warnings: list[str] = []
+        #: entries held in memory only, consulted before the disk (:meth:`hold`)
+        self.held: dict[str, tuple[torch.Tensor, dict]] = {}
+
+    def hold(self, key: str, X: torch.Tensor, meta: dict) -> None:
+        """Serve ``X`` with metadata ``meta`` (an entry's fields, as :meth:`put` takes
+        them) under ``key`` from memory, without touching the disk: how banks that reach
+        a Ray worker through the object store are read there (:mod:`relbench.ray_executor`).
+        :meth:`get` checks a held entry's identity as it checks one on disk."""
+        self.held[key] = (X, {**_as_stored(meta), "key": key})
 
     def ensure_writable(self) -> None:
         """Fail early, with a fix, when the cache folder cannot be written."""
@@ -140,6 +154,10 @@ class EmbeddingCache:
             self.warnings.append(f"cache entry {key} was asked for with an identity whose key is "
                                  f"{identity_key(identity)}; not using it")
             return None
+        if key in self.held:
+            X, meta = self.held[key]
+            differ = _differing(meta, identity)
+            return None if differ else (X, meta)
         tensor_path, meta_path = self._paths(key)
         if not os.path.lexists(meta_path):
             return None
@@ -147,7 +165,7 @@ class EmbeddingCache:
             meta = _read_meta(meta_path)
             if meta.get("key") != key:
                 return self._set_aside(key, f"holds entry {meta.get('key')!r}, not {key}")
-            differ = sorted(k for k in identity or {} if k not in meta or meta[k] != _as_stored(identity[k]))
+            differ = _differing(meta, identity)
             if differ:
                 return self._set_aside(key, f"records a different {', '.join(differ)} than was asked for")
             data = _read_regular(tensor_path)
@@ -165,8 +183,8 @@ class EmbeddingCache:
         return X, meta
 
     def has(self, key: str) -> bool:
-        """Whether an entry is stored under ``key`` (its files exist; :meth:`get` checks them)."""
-        return all(os.path.lexists(p) for p in self._paths(key))
+        """Whether an entry is held or stored under ``key`` (its files exist; :meth:`get` checks them)."""
+        return key in self.held or all(os.path.lexists(p) for p in self._paths(key))
 
     def _set_aside(self, key: str, why: str) -> None:
         """Report entry ``key`` and remove its files (a folder in their place is renamed, not deleted)."""

@@ -403,6 +403,13 @@ class AnchorSelector(Plugin, ABC):
     def select(self, ctx: AnchorContext) -> Anchors:
         """Return the anchors for this seed (deterministic given ``ctx.seed``)."""
 
+    def pools(self) -> list[str]:
+        """The data sets (plugin names) whose training banks :meth:`select` reads through
+        ``ctx.pool_banks`` (default: none). Declaring them lets an executor encode them
+        ahead of the units, as it does the task's own banks; a pool read but not declared
+        is encoded where the selector runs."""
+        return []
+
 
 # --------------------------------------------------------------------------------------
 # Similarity (relative projection)

@@ -1,28 +1,39 @@
 """``relbench run --executor ray``: a suite's units of work on a Ray cluster.
 
 The driver (the ``relbench run`` process) plans every task as a local run does, then
-hands the units still to compute to Ray as *shards*: a few consecutive units of one task
-(plan order, so a shard mostly reads one seed's draw). A Ray worker computes its shard
-with the same runner code a local run uses, into a private temporary store, and returns
-the finished lines; the driver alone appends them to the results store, with the same
-identities and rows as a local run. Figures drawn during a unit come back the same way.
+hands the work still to do to Ray in two kinds of Ray task:
 
-Encoding: while a data set's pools are not all cached, the first shard of the first task
-that reads it (its *leader*) runs before the other shards of that data set, which depend
-on it, so the pools are encoded once on that node and read from its embedding cache
-after; this is :mod:`relbench.parallel`'s rule, applied to shards. A node without the
-driver's embedding cache (no shared file system) encodes the pools it needs once into
-its own.
+- **encodings**: one per bank the units read (an encoder's train or test pool, or an
+  anchor pool a selector declares, :meth:`~relbench.runner.TaskRun.bank_needs`) that the
+  driver's embedding cache lacks, with the resources its task asks for (a GPU for
+  ``device: cuda``, or ``auto`` on a cluster with GPUs). A bank the cache holds is put in
+  Ray's object store by the driver instead. Either way the banks travel through the
+  object store, so worker nodes need no shared file system; the driver writes what was
+  encoded into its own cache as it arrives.
+- **shards**: a few consecutive units of one task and one seed (plan order), each
+  depending on the banks of its task. A worker computes its shard with the same runner
+  code a local run uses, reading the banks it was given from memory, into a private
+  temporary store, and returns the finished lines; the driver alone appends them to the
+  results store, with the same identities and rows as a local run. Figures drawn during a
+  unit come back the same way.
 
-Faults: a shard whose worker process or node dies is retried by Ray (:data:`RETRIES`
-times), then reported as lost; nothing of it is stored, so the next run computes it.
-Ctrl-C cancels the shards in flight; what the driver stored stays, and the same command
-resumes. A plugin's failure inside a unit is data, stored as an error row, as locally.
+Why shards and not single units: the units of one seed share work that is computed once
+per process (the head fits of :mod:`relbench.sharing`, anchors learned from the banks,
+relative features); a shard keeps that sharing inside one worker while spreading a task
+over the whole cluster. :data:`SHARDS_PER_CPU` sets how finely.
+
+Faults: a Ray task whose worker process or node dies is retried by Ray (:data:`RETRIES`
+times), then reported as lost; nothing of it is stored, so the next run computes it. An
+encoding that fails (an encoder returning NaN …) fails its task as it does locally, with
+the encoder's message. Ctrl-C cancels what is in flight; what the driver stored stays,
+and the same command resumes. A plugin's failure inside a unit is data, stored as an
+error row, as locally.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import sys
@@ -36,12 +47,14 @@ from relbench.errors import UserError
 from relbench.rows import TASK_ERROR
 
 if TYPE_CHECKING:
-    from relbench.runner import Runner, RunStats, TaskRun
+    import numpy as np
+
+    from relbench.runner import BankNeed, Runner, RunStats, TaskRun
 
 #: shards per worker CPU: enough that a dying worker loses little and the last shards
-#: finish together, few enough that each shard's setup (loading its seed's banks) is small
+#: finish together, few enough that the units of a seed mostly share one worker's work
 SHARDS_PER_CPU = 4
-#: times Ray reruns a shard whose worker process or node died
+#: times Ray reruns a Ray task whose worker process or node died
 RETRIES = 3
 #: environment variables a worker takes from the driver: plugin selection and caches
 FORWARDED_ENV = ("RELBENCH_PLUGINS", "RELBENCH_DISABLE_PLUGINS", "RELBENCH_CACHE_DIR", "HF_HUB_OFFLINE",
@@ -49,17 +62,35 @@ FORWARDED_ENV = ("RELBENCH_PLUGINS", "RELBENCH_DISABLE_PLUGINS", "RELBENCH_CACHE
 
 
 @dataclass(frozen=True)
-class Shard:
-    """What a Ray worker needs to compute some units of one task."""
+class Job:
+    """What every Ray worker needs to rebuild the driver's runner."""
 
     tasks_file: str  #: absolute path of the tasks file (it must be readable there too)
-    task: str
-    units: tuple[str, ...]  #: unit ids, in plan order
     run_id: str
     command: str
     env: tuple[tuple[str, str], ...]  #: :data:`FORWARDED_ENV` as the driver has them
     sys_path: tuple[str, ...]  #: the driver's import path (local plugin modules)
     threads: int = 1
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """One bank of one task to encode on a worker."""
+
+    job: Job
+    task: str
+    need: BankNeed
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Some units of one task, and the cache keys of the banks passed with them (in
+    argument order)."""
+
+    job: Job
+    task: str
+    units: tuple[str, ...]  #: unit ids, in plan order
+    banks: tuple[str, ...] = ()
 
 
 @dataclass
@@ -72,12 +103,17 @@ class ShardResult:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def shard_units(unit_ids: list[str], cpus: int) -> list[list[str]]:
-    """``unit_ids`` cut into consecutive shards, about :data:`SHARDS_PER_CPU` per CPU."""
-    if not unit_ids:
+def shard_units(units: list[tuple[str, Any]], cpus: int) -> list[list[str]]:
+    """``units`` (id, seed) cut into shards of consecutive units of one seed each, about
+    :data:`SHARDS_PER_CPU` shards per CPU in all."""
+    if not units:
         return []
-    size = max(1, math.ceil(len(unit_ids) / max(1, cpus * SHARDS_PER_CPU)))
-    return [unit_ids[i:i + size] for i in range(0, len(unit_ids), size)]
+    size = max(1, math.ceil(len(units) / max(1, cpus * SHARDS_PER_CPU)))
+    shards = []
+    for _, run in itertools.groupby(units, key=lambda unit: unit[1]):
+        ids = [uid for uid, _ in run]
+        shards += [ids[i:i + size] for i in range(0, len(ids), size)]
+    return shards
 
 
 # ----------------------------------------------------------------------------- worker side
@@ -85,55 +121,83 @@ def shard_units(unit_ids: list[str], cpus: int) -> list[list[str]]:
 _RUNNERS: dict[tuple, Runner] = {}
 
 
-def compute_shard(shard: Shard, *after: Any) -> ShardResult:
-    """Compute ``shard`` in this (worker) process and return its lines. ``after`` are the
-    results of the shards it waits for (Ray resolves them first; unused here)."""
+def encode_bank(encoding: Encoding) -> tuple[np.ndarray, dict, dict]:
+    """Encode one bank in this (worker) process (or read it from this node's embedding
+    cache); return its rows, its cache metadata and the worker's counters. The encoder is
+    released afterwards."""
+    with _task_run(encoding.job, encoding.task) as (runner, task_run):
+        try:
+            X, meta = task_run.bank_entry(encoding.need)
+        finally:
+            task_run.release()
+        return X.cpu().numpy(), meta, {"encoded": runner.stats.encoded, "cached": runner.stats.cached}
+
+
+def compute_shard(shard: Shard, *banks: tuple[np.ndarray, dict, dict]) -> ShardResult:
+    """Compute ``shard`` in this (worker) process and return its lines. ``banks`` are
+    the results of the shard's bank Ray tasks (Ray resolves them first), read from memory
+    in place of the embedding cache."""
+    import torch
+
+    with _task_run(shard.job, shard.task) as (runner, task_run):
+        for key, (X, meta, _) in zip(shard.banks, banks):
+            runner.cache.hold(key, torch.tensor(X), meta)
+        try:
+            task_run.restrict(set(shard.units))
+            runner.compute(task_run)
+        finally:
+            runner.cache.held.clear()
+        store = runner.store
+        lines = store.fetch(shard.task, list(store.read(shard.task).units.values()))
+        folder = store.figure_path(shard.task, "x").parent
+        figures = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} if folder.is_dir() else {}
+        stats = runner.stats
+        return ShardResult(lines=[{k: line.get(k) for k in ("unit", "key", "inputs", "rows")} for line in lines],
+                           figures=figures,
+                           stats={"encoded": stats.encoded, "cached": stats.cached, "failures": stats.failures,
+                                  "shared_computed": dict(stats.shared_computed),
+                                  "shared_reused": dict(stats.shared_reused)})
+
+
+@contextlib.contextmanager
+def _task_run(job: Job, task: str):
+    """This process's runner for ``job``, planned for ``task`` against a private
+    temporary store with fresh counters, and the task's :class:`TaskRun`."""
     import torch
 
     from relbench.results import ResultStore
     from relbench.runner import RunStats
 
-    for name, value in shard.env:
+    for name, value in job.env:
         os.environ[name] = value
-    for entry in reversed(shard.sys_path):
+    for entry in reversed(job.sys_path):
         if entry not in sys.path and os.path.isdir(entry):
             sys.path.insert(0, entry)
-    torch.set_num_threads(shard.threads)
-    runner = _runner(shard)
-    runner.only = [shard.task]
+    torch.set_num_threads(job.threads)
+    runner = _runner(job)
+    runner.only = [task]
     with tempfile.TemporaryDirectory(prefix="relbench-shard-") as tmp:
         runner.store = ResultStore(Path(tmp))
         runner.stats = RunStats()
-        runner.run_id = shard.run_id
+        runner.run_id = job.run_id
         (task_run,) = runner.plans()
-        task_run.restrict(set(shard.units))
-        runner.compute(task_run)
-        store = runner.store
-        lines = store.fetch(shard.task, list(store.read(shard.task).units.values()))
-        folder = store.figure_path(shard.task, "x").parent
-        figures = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} if folder.is_dir() else {}
-    stats = runner.stats
-    return ShardResult(lines=[{k: line.get(k) for k in ("unit", "key", "inputs", "rows")} for line in lines],
-                       figures=figures,
-                       stats={"encoded": stats.encoded, "cached": stats.cached, "failures": stats.failures,
-                              "shared_computed": dict(stats.shared_computed),
-                              "shared_reused": dict(stats.shared_reused)})
+        yield runner, task_run
 
 
-def _runner(shard: Shard) -> Runner:
-    """This process's runner for the shard's tasks file: one per process, so the tasks
+def _runner(job: Job) -> Runner:
+    """This process's runner for the job's tasks file: one per process, so the tasks
     that read one data set share it, and each task's identities are computed once."""
     from relbench.config import load_suite
     from relbench.plugins import load_registry
     from relbench.runner import Runner
 
-    path = Path(shard.tasks_file)
+    path = Path(job.tasks_file)
     stat = path.stat()
-    key = (shard.tasks_file, stat.st_mtime_ns, stat.st_size, shard.env)
+    key = (job.tasks_file, stat.st_mtime_ns, stat.st_size, job.env)
     if key not in _RUNNERS:
         _RUNNERS.clear()  # another tasks file, or the same one edited: a new suite
         registry = load_registry([], [])  # plugin selection comes through the forwarded environment
-        _RUNNERS[key] = Runner(load_suite(path, registry), registry, quiet=True, command=shard.command)
+        _RUNNERS[key] = Runner(load_suite(path, registry), registry, quiet=True, command=job.command)
     return _RUNNERS[key]
 
 
@@ -185,55 +249,77 @@ def run_on_ray(runner: Runner, address: str | None, quiet: bool) -> RunStats:
 
 
 def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
-    """Submit every shard, store results as they come back, and count them."""
+    """Submit every encoding and shard, store results as they come back, and count them."""
     from relbench.runner import progress_bar
 
     resources = ray.cluster_resources()
     cpus, gpus = int(resources.get("CPU", 1)), resources.get("GPU", 0)
-    remote = ray.remote(compute_shard)
-    env = tuple((name, os.environ[name]) for name in FORWARDED_ENV if name in os.environ)
+    compute, encode = ray.remote(compute_shard), ray.remote(encode_bank)
+    job = Job(tasks_file=str(Path(runner.suite.file).resolve()), run_id=runner.run_id, command=runner.command,
+              env=tuple((name, os.environ[name]) for name in FORWARDED_ENV if name in os.environ),
+              sys_path=tuple(sys.path))
     total = 0
     stale: dict[str, dict[str, list[str]]] = {}
-    pending: dict[Any, Shard] = {}
-    leaders: dict[str, Any] = {}
+    banks: dict[str, Any] = {}  # cache key → object ref of (rows, metadata, counters)
+    encodings: dict[Any, BankNeed] = {}
+    readers: dict[str, list[TaskRun]] = {}  # cache key → the tasks that read that bank
+    shards: dict[Any, Shard] = {}
+    failed: set[str] = set()
     for task_run in task_runs:
         task, plan = task_run.task, task_run.plan()
-        todo = [u.id for u in plan.todo]
+        todo = plan.todo
         runner.stats.units_skipped += len(plan.units) - len(todo)
         if not todo:
             runner.clear_task_error(task)
+            continue
+        try:
+            needs = task_run.bank_needs()
+        except Exception as exc:  # noqa: BLE001 - as locally: the task fails, the run goes on
+            runner.task_failed(task_run, exc)
+            failed.add(task.name)
             continue
         total += len(todo)
         stale[task.name] = dict(plan.stale)
         wants_gpu = task.device.startswith("cuda") or (task.device == "auto" and gpus > 0)
         options = {"num_cpus": 1, "num_gpus": 1 if wants_gpu else 0, "max_retries": RETRIES}
-        data = repr(task.dataset.identity())
-        cached = task_run.pools_cached()
-        for units in shard_units(todo, cpus):
-            shard = Shard(tasks_file=str(Path(runner.suite.file).resolve()), task=task.name, units=tuple(units),
-                          run_id=runner.run_id, command=runner.command, env=env, sys_path=tuple(sys.path))
-            after = [] if cached or data not in leaders else [leaders[data]]
-            ref = remote.options(**options).remote(shard, *after)
-            if not cached:
-                leaders.setdefault(data, ref)
-            pending[ref] = shard
+        for need in needs:
+            readers.setdefault(need.key, []).append(task_run)
+            if need.key in banks:
+                continue
+            hit = task_run.cached_entry(need)
+            if hit is not None:
+                banks[need.key] = ray.put((hit[0].numpy(), hit[1], {}))
+            else:
+                banks[need.key] = encode.options(**options).remote(Encoding(job, task.name, need))
+                encodings[banks[need.key]] = need
+        for units in shard_units([(u.id, u.key.get("seed")) for u in todo], cpus):
+            shard = Shard(job, task.name, tuple(units), tuple(need.key for need in needs))
+            shards[compute.options(**options).remote(shard, *(banks[need.key] for need in needs))] = shard
+    if encodings:
+        runner.say(f"encoding {len(encodings)} banks on Ray ({len(banks) - len(encodings)} read from the cache)")
+    banks.clear()  # the shards hold their banks now: Ray frees each once its last shard is done
     bar = progress_bar(total=total, desc="units (ray)", disable=quiet)
-    errors: Counter = Counter()
+    errors: Counter = Counter({name: 1 for name in failed})
+    pending = [*encodings, *shards]
     try:
         while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            shard = pending.pop(ready[0])
+            (ready,), pending = ray.wait(pending, num_returns=1)
+            if ready in encodings:
+                need = encodings.pop(ready)
+                failed |= _encoded(ray, runner, ready, need, readers[need.key], errors)
+                continue
+            shard = shards[ready]
+            bar.update(len(shard.units))
             try:
-                result = ray.get(ready[0])
-            except ray.exceptions.RayError as exc:  # the worker or its node died, retries spent
+                result = ray.get(ready)
+            except ray.exceptions.RayError as exc:
                 errors[shard.task] += 1
-                runner.stats.failures.append(
-                    f"{shard.task}: {len(shard.units)} units lost with their Ray worker ({type(exc).__name__}); "
-                    f"nothing of them is stored, so the next run computes them")
-                bar.update(len(shard.units))
+                if shard.task not in failed:  # a failed encoding has said why already
+                    runner.stats.failures.append(
+                        f"{shard.task}: {len(shard.units)} units lost with their Ray worker ({type(exc).__name__}); "
+                        f"nothing of them is stored, so the next run computes them")
                 continue
             errors[shard.task] += _store(runner, shard, result, stale[shard.task])
-            bar.update(len(shard.units))
     except KeyboardInterrupt:
         for ref in pending:
             ray.cancel(ref, force=True)
@@ -243,6 +329,29 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
     for task_run in task_runs:
         if task_run.plan().todo and not errors[task_run.task.name]:
             runner.clear_task_error(task_run.task)
+
+
+def _encoded(ray, runner: Runner, ref: Any, need: BankNeed, readers: list[TaskRun], errors: Counter) -> set[str]:
+    """An encoding came back: cache its bank on the driver, or fail the tasks that read
+    it (with the encoder's own message, as a local run does) and return their names."""
+    import torch
+
+    try:
+        X, meta, stats = ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:  # the encoder raised (NaN embeddings, a missing asset …)
+        cause = exc.cause if isinstance(exc.cause, Exception) else exc
+        for task_run in readers:
+            if not errors[task_run.task.name]:
+                runner.task_failed(task_run, cause)
+            errors[task_run.task.name] += 1
+        return {task_run.task.name for task_run in readers}
+    except ray.exceptions.RayError:  # the worker or its node died, retries spent: the shards say so
+        return set()
+    runner.stats.encoded += stats.get("encoded", 0)
+    runner.stats.cached += stats.get("cached", 0)
+    if not runner.cache.has(need.key):
+        runner.cache.put(need.key, torch.from_numpy(X.copy()), meta)
+    return set()
 
 
 def _store(runner: Runner, shard: Shard, result: ShardResult, stale: dict[str, list[str]]) -> int:

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from relbench import __version__
-from relbench.cache import EmbeddingCache, identity_key
+from relbench.cache import RESERVED_FIELDS, EmbeddingCache, identity_key
 from relbench.config import EncoderSpec, PluginSpec, Suite, Task
 from relbench.descriptions import Descriptions, check_same, loaded
 from relbench.identity import PROTOCOL_VERSION, explain, fingerprint, key_json
@@ -78,6 +78,20 @@ def check_finite(X: torch.Tensor, encoder: str, split: str) -> None:
             f"{split!r} (rows {shown}). Check the encoder's weights and input preprocessing; nothing was cached "
             f"for it, and results of other encoders and tasks are kept."
         )
+
+
+@dataclass(frozen=True)
+class BankNeed:
+    """One bank a task reads: encoder ``label``'s embeddings of ``split`` of the task's
+    data set, or of anchor-pool data set ``pool``; ``key`` and ``identity`` are its
+    embedding-cache entry's, ``n`` its number of rows."""
+
+    label: str
+    split: str
+    pool: str | None
+    key: str
+    identity: dict
+    n: int
 
 
 @dataclass
@@ -157,6 +171,7 @@ class TaskRun:
         self._anchors: dict[str, Anchors] = {}
         self._draws: dict[int, Draw] = {}
         self._pools: dict[str, dict[str, Bank]] = {}
+        self._pool_data_sets: dict[str, DatasetData] = {}
         self._shared: tuple[int, SharedWork] | None = None
         self._task_inputs: dict | None = None
         self._plan: TaskPlan | None = None
@@ -336,49 +351,84 @@ class TaskRun:
                     return False
         return True
 
-    def _embed(self, spec: EncoderSpec, data: DatasetData, split: str, view: str) -> Bank:
+    def bank_needs(self) -> list[BankNeed]:
+        """Every bank the task reads: each encoder's train and test pools, then the
+        training banks of the data sets its selectors draw anchors from
+        (:meth:`~relbench.interfaces.AnchorSelector.pools`). Loads no items; an executor
+        encodes them ahead of the units (:mod:`relbench.ray_executor`)."""
+        sources = [(None, split) for split in ("train", "test")]
+        sources += [(name, "train") for sel in self.task.selectors for name in sel.build().pools()]
+        needs = []
+        for pool, split in dict.fromkeys(sources):
+            data = self.dataset() if pool is None else self._pool_data(pool)
+            for spec in self.task.encoders:
+                view = self._pool_view(spec, data, pool) if pool else self.encoder_view(spec.label)
+                encoder = self._encoders.get(spec.label) or spec.build()
+                identity = self._bank_identity(spec, encoder, data, split, view)
+                needs.append(BankNeed(spec.label, split, pool, identity_key(identity), identity,
+                                      len(data.splits[split])))
+        return needs
+
+    def bank_entry(self, need: BankNeed) -> tuple[torch.Tensor, dict]:
+        """The embeddings of ``need`` and their cache metadata, read from the embedding
+        cache or encoded (and cached) now."""
+        spec = self._spec(need.label)
+        data = self.dataset() if need.pool is None else self._pool_data(need.pool)
+        view = self._pool_view(spec, data, need.pool) if need.pool else self.encoder_view(need.label)
+        return self._entry(spec, data, need.split, view)
+
+    def cached_entry(self, need: BankNeed) -> tuple[torch.Tensor, dict] | None:
+        """The embeddings of ``need`` and their metadata when the cache holds them, else None."""
+        hit = self.runner.cache.get(need.key, need.identity)
+        for warning in self.runner.cache.warnings:
+            self.runner.say(f"warning: {warning}")
+        self.runner.cache.warnings.clear()
+        if hit is None or hit[1].get("n") != need.n:
+            return None
+        return hit[0], {k: v for k, v in hit[1].items() if k not in RESERVED_FIELDS}
+
+    def _entry(self, spec: EncoderSpec, data: DatasetData, split: str, view: str) -> tuple[torch.Tensor, dict]:
         encoder = self._encoders.get(spec.label) or spec.build()
         modalities = getattr(encoder, "modalities", ())
         modality = ID_VIEW if view == ID_VIEW else data.view_modalities[view]
         if modalities and modality not in modalities:
             raise ConfigError(f"task {self.task.name!r}: encoder {spec.label!r} ({spec.name}) reads "
                               f"{'/'.join(modalities)} but view {view!r} of {data.name!r} is {modality}.")
-        sp = data.splits[split]
         identity = self._bank_identity(spec, encoder, data, split, view)
-        key = identity_key(identity)
-        hit = self.runner.cache.get(key, identity)
-        for warning in self.runner.cache.warnings:
-            self.runner.say(f"warning: {warning}")
-        self.runner.cache.warnings.clear()
-        if hit is not None and hit[1].get("n") == len(sp):
+        need = BankNeed(spec.label, split, None, identity_key(identity), identity, len(data.splits[split]))
+        hit = self.cached_entry(need)
+        if hit is not None:
             self.runner.stats.cached += 1
-            X, report = hit[0], hit[1].get("report") or {}
-        else:
-            data = loaded(data)  # a described data set is loaded now: its items are read
-            ctx = self._encoder_ctx(spec, data, view)
-            sp = data.splits[split]
-            if spec.label not in self._encoders:
-                encoder.setup(ctx)
-                self._encoders[spec.label] = encoder
-            items = sp.ids if view == ID_VIEW else sp.views[view]
-            t0 = time.perf_counter()
-            X = encoder.encode(items, ctx)
-            X = torch.as_tensor(X).to(torch.float32)
-            if X.ndim == 2 and X.shape[0] != len(sp):
-                raise BadEmbeddings(f"encoder {spec.label!r} returned {X.shape[0]} rows for {len(sp)} samples of "
-                                    f"split {split!r}; an encoder must return one row per item.")
-            check_finite(X, spec.label, split)
-            dt = time.perf_counter() - t0
-            self.runner.say(f"encoded {data.name}/{split}/{view} with {spec.label}: {len(sp)} samples, "
-                            f"{X.shape[1]}-d, {len(sp) / max(dt, 1e-9):.1f} samples/s")
-            report = encoder.report()
-            self.runner.cache.put(key, X, {**identity, "n": len(sp), "label": spec.label, "dataset": data.name,
-                                           "seconds": dt, "backend": getattr(encoder, "backend_used", None),
-                                           "report": report})
-            self.runner.stats.encoded += 1
+            return hit
+        data = loaded(data)  # a described data set is loaded now: its items are read
+        ctx = self._encoder_ctx(spec, data, view)
+        sp = data.splits[split]
+        if spec.label not in self._encoders:
+            encoder.setup(ctx)
+            self._encoders[spec.label] = encoder
+        items = sp.ids if view == ID_VIEW else sp.views[view]
+        t0 = time.perf_counter()
+        X = encoder.encode(items, ctx)
+        X = torch.as_tensor(X).to(torch.float32)
+        if X.ndim == 2 and X.shape[0] != len(sp):
+            raise BadEmbeddings(f"encoder {spec.label!r} returned {X.shape[0]} rows for {len(sp)} samples of "
+                                f"split {split!r}; an encoder must return one row per item.")
+        check_finite(X, spec.label, split)
+        dt = time.perf_counter() - t0
+        self.runner.say(f"encoded {data.name}/{split}/{view} with {spec.label}: {len(sp)} samples, "
+                        f"{X.shape[1]}-d, {len(sp) / max(dt, 1e-9):.1f} samples/s")
+        meta = {**identity, "n": len(sp), "label": spec.label, "dataset": data.name, "seconds": dt,
+                "backend": getattr(encoder, "backend_used", None), "report": encoder.report()}
+        self.runner.cache.put(need.key, X, meta)
+        self.runner.stats.encoded += 1
+        return X, meta
+
+    def _embed(self, spec: EncoderSpec, data: DatasetData, split: str, view: str) -> Bank:
+        X, meta = self._entry(spec, data, split, view)
+        sp = data.splits[split]
         labels = None if sp.labels is None else torch.as_tensor(np.asarray(sp.labels), dtype=torch.long)
         return Bank(encoder=spec.label, split=split, X=X.to(self.device), ids=list(sp.ids),
-                    labels=None if labels is None else labels.to(self.device), report=report)
+                    labels=None if labels is None else labels.to(self.device), report=meta.get("report") or {})
 
     def draw(self, seed: int) -> Draw:
         """The samples seed ``seed`` draws under the task's protocol (computed once)."""
@@ -416,18 +466,27 @@ class TaskRun:
     def pool_banks(self, dataset_name: str) -> dict[str, Bank]:
         """Training banks of another data set (out-of-domain anchor pool), every encoder."""
         if dataset_name not in self._pools:
-            cls = self.runner.registry.get("dataset", dataset_name, where=f"task {self.task.name!r} anchor pool")
-            data = cls().load()
-            banks = {}
-            for spec in self.task.encoders:
-                view = self.encoder_view(spec.label)
-                if view not in data.view_modalities:
-                    raise ConfigError(
-                        f"task {self.task.name!r}: out-of-domain anchor pool {dataset_name!r} has no view {view!r} "
-                        f"(read by encoder {spec.label!r}); it has {data.views}. Use a pool with that view.")
-                banks[spec.label] = self._embed(spec, data, "train", view)
-            self._pools[dataset_name] = banks
+            data = self._pool_data(dataset_name)
+            self._pools[dataset_name] = {
+                spec.label: self._embed(spec, data, "train", self._pool_view(spec, data, dataset_name))
+                for spec in self.task.encoders}
         return self._pools[dataset_name]
+
+    def _pool_data(self, dataset_name: str) -> DatasetData:
+        """Another data set, by plugin name, with its default parameters (loaded once per run)."""
+        if dataset_name not in self._pool_data_sets:
+            cls = self.runner.registry.get("dataset", dataset_name, where=f"task {self.task.name!r} anchor pool")
+            self._pool_data_sets[dataset_name] = cls().load()
+        return self._pool_data_sets[dataset_name]
+
+    def _pool_view(self, spec: EncoderSpec, data: DatasetData, dataset_name: str) -> str:
+        """The view encoder ``spec`` reads in anchor pool ``dataset_name``: its own view there."""
+        view = self.encoder_view(spec.label)
+        if view not in data.view_modalities:
+            raise ConfigError(
+                f"task {self.task.name!r}: out-of-domain anchor pool {dataset_name!r} has no view {view!r} "
+                f"(read by encoder {spec.label!r}); it has {data.views}. Use a pool with that view.")
+        return view
 
     def shared(self, seed: int) -> SharedWork:
         """The memo of work shared by the units of seed ``seed`` (see
@@ -448,6 +507,7 @@ class TaskRun:
         self._encoders.clear()
         self._anchors.clear()
         self._pools.clear()
+        self._pool_data_sets.clear()
 
     def drop_shared(self) -> None:
         """Free the shared work, adding what it counted to the run's statistics."""
@@ -635,7 +695,7 @@ class Runner:
                     raise
                 task_run.unavailable = str(exc)
             except Exception as exc:  # noqa: BLE001 - a plugin's bug fails its task, not the run
-                self._task_failed(task_run, exc)
+                self.task_failed(task_run, exc)
                 continue
             runs.append(task_run)
         return runs
@@ -646,7 +706,7 @@ class Runner:
         if TASK_ERROR in lines.units and TASK_ERROR not in lines.done:
             self.store.append(task.name, TASK_ERROR, [], self.run_id)
 
-    def _task_failed(self, task_run: TaskRun, exc: Exception) -> None:
+    def task_failed(self, task_run: TaskRun, exc: Exception) -> None:
         """Record a whole task's failure (once per run): message, summary line, error row."""
         task = task_run.task
         message = f"{type(exc).__name__}: {exc}" if not isinstance(exc, UserError) else str(exc)
@@ -711,7 +771,7 @@ class Runner:
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failing task is data; the next task runs
             if isinstance(exc, SystemExit):
                 exc = RuntimeError(f"a plugin called sys.exit({exc.code!r}) while task {task.name!r} ran")
-            self._task_failed(task_run, exc)
+            self.task_failed(task_run, exc)
         else:
             self.clear_task_error(task)
         finally:

@@ -349,3 +349,16 @@ def test_an_index_that_disagrees_with_the_file_is_rebuilt(tmp_path, change):
     assert _as_parsed(ResultStore(tmp_path)) == fresh  # what a read with no index parses from the file
     assert (fresh[1]["u1"][0] == "run1") == (change == "reorder")  # reversed: u1's older line comes last, wins
     assert index.is_file()  # written again
+
+
+def test_a_held_entry_is_served_from_memory_and_checked_like_one_on_disk(tmp_path):
+    cache = EmbeddingCache(tmp_path)
+    identity = {"encoder": "e", "params": {"dims": (4, 2)}, "split": "train"}
+    key, X = identity_key(identity), torch.arange(6.0).reshape(3, 2)
+    cache.hold(key, X, {**identity, "n": 3})
+    assert cache.has(key) and not (tmp_path / "embeddings").exists()  # nothing on disk
+    got, meta = cache.get(key, identity)  # a tuple parameter reads back as the list it is stored as
+    assert got is X and meta["n"] == 3 and meta["key"] == key
+    assert cache.get(key, {**identity, "split": "test"}) is None  # another identity under that key: not served
+    cache.held.clear()
+    assert not cache.has(key) and cache.get(key, identity) is None

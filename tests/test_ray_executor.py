@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from test_core_runner import TASKS as RUNNER_TASKS
 
@@ -25,11 +26,13 @@ TASKS = RUNNER_TASKS.replace("seeds: [0, 1]", "seeds: [0, 1, 2, 3]")
 UNITS = 4 * 3 * 2  # seeds × targets × stitchers
 
 
-def test_shards_cut_a_task_into_consecutive_runs_of_units():
+def test_shards_cut_a_task_into_consecutive_runs_of_units_of_one_seed():
     ids = [f"u{i}" for i in range(10)]
-    shards = shard_units(ids, cpus=1)
+    shards = shard_units([(u, 0) for u in ids], cpus=1)
     assert [u for s in shards for u in s] == ids and len(shards) == SHARDS_PER_CPU
-    assert shard_units(ids, cpus=8) == [[u] for u in ids] and shard_units([], cpus=2) == []
+    assert shard_units([(u, 0) for u in ids], cpus=8) == [[u] for u in ids] and shard_units([], cpus=2) == []
+    two_seeds = shard_units([(u, i // 5) for i, u in enumerate(ids)], cpus=1)  # a shard never mixes seeds
+    assert two_seeds == [ids[0:3], ids[3:5], ids[5:8], ids[8:10]]
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -53,19 +56,68 @@ def _rows(store: Path):
     return df.sort_values(keys)[keys + ["value", "status", "inputs", "per_sample"]].astype(str).values.tolist()
 
 
+#: a second task whose encoder returns NaN for two rows: it fails with the encoder's message
+NAN_TASK = RUNNER_TASKS[RUNNER_TASKS.index("  - name: blobs"):].replace("name: blobs", "name: nan-blobs").replace(
+    "params: {seed: 1}", "params: {seed: 1, nan_rows: [3, 7]}")
+
+
 def test_a_local_ray_instance_stores_what_a_local_run_stores(tmp_path):
     pytest.importorskip("ray")
-    (tmp_path / "tasks.yaml").write_text(TASKS)
+    (tmp_path / "tasks.yaml").write_text(TASKS + NAN_TASK)
     ray_run = _relbench(tmp_path, "--executor", "ray")
-    assert ray_run.returncode == 0, ray_run.stderr
+    assert ray_run.returncode == 1, ray_run.stderr  # the NaN task fails, as locally, with the encoder's message
+    assert "encoder 'a'" in ray_run.stderr and "rows 3, 7" in ray_run.stderr and "Traceback" not in ray_run.stderr
+    cached = sorted(p.name for p in (tmp_path / "cache" / "embeddings").glob("*.json"))
+    assert len(cached) == 3 * 2  # 3 encoders × 2 splits: nan-blobs shares b's and c's; its a's NaN is never cached
     local = _relbench(tmp_path, "--output", "local", "--leaderboards", "local-boards")
-    assert local.returncode == 0, local.stderr
+    assert local.returncode == 1, local.stderr
     rows = _rows(tmp_path / "results")
     assert len(rows) == UNITS * 3 * 2 and rows == _rows(tmp_path / "local")  # × sources × metrics
     page, local_page = ((tmp_path / d / "blobs.md").read_text().splitlines() for d in ("boards", "local-boards"))
     assert [a for a, b in zip(page, local_page) if a != b and "Produced by" not in a] == []
-    again = _relbench(tmp_path, "--executor", "ray", "--no-leaderboard")  # resumes like a local run: nothing to do
+    again = _relbench(tmp_path, "--executor", "ray", "--no-leaderboard", "--task", "blobs")  # resumes: nothing to do
     assert again.returncode == 0 and len(_rows(tmp_path / "results")) == len(rows)
+
+
+def test_a_worker_reads_the_banks_it_is_given_and_encodes_nothing(tmp_path, monkeypatch):
+    """A worker node without the driver's file system: its embedding cache is empty, the
+    banks come with the shard, and its lines equal a local run's. Runs without Ray (the
+    worker functions are plain Python)."""
+    from relbench import ray_executor
+    from relbench.config import load_suite
+    from relbench.plugins import load_registry
+    from relbench.results import ResultStore
+    from relbench.runner import Runner
+
+    (tmp_path / "tasks.yaml").write_text(TASKS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RELBENCH_CACHE_DIR", str(tmp_path / "driver-cache"))
+    monkeypatch.setenv("RELBENCH_PLUGINS", "toy_plugins")
+    registry = load_registry([], [])  # as a worker loads it, so that identities agree
+    local = Runner(load_suite(tmp_path / "tasks.yaml", registry), registry, quiet=True)
+    local.run()
+    (task_run,) = local.plans()
+    needs = task_run.bank_needs()
+    assert [(n.label, n.split) for n in needs] == [(e, s) for s in ("train", "test") for e in "abc"]
+    banks = [(X.numpy(), meta, {}) for X, meta in map(task_run.cached_entry, needs)]
+    node_cache = tmp_path / "node-cache"
+    job = ray_executor.Job(tasks_file=str(tmp_path / "tasks.yaml"), run_id="r", command="c",
+                           env=(("RELBENCH_CACHE_DIR", str(node_cache)), ("RELBENCH_PLUGINS", "toy_plugins")),
+                           sys_path=())
+    units = tuple(u.id for u in task_run.plan().units)
+    try:
+        result = ray_executor.compute_shard(ray_executor.Shard(job, "blobs", units, tuple(n.key for n in needs)),
+                                            *banks)
+        assert not list(node_cache.glob("embeddings/*"))  # the node encoded and cached nothing
+        X, meta, stats = ray_executor.encode_bank(ray_executor.Encoding(job, "blobs", needs[0]))
+    finally:
+        ray_executor._RUNNERS.clear()
+    assert result.stats["encoded"] == 0 and result.stats["cached"] == 6 and result.stats["failures"] == []
+    stored = {line["unit"]: line["rows"] for line in ResultStore(tmp_path / "results").fetch(
+        "blobs", list(ResultStore(tmp_path / "results").read("blobs").units.values()))}
+    values = lambda rows: [(r["metric"], r.get("source"), r["value"]) for r in rows]  # noqa: E731
+    assert {line["unit"]: values(line["rows"]) for line in result.lines} == {u: values(r) for u, r in stored.items()}
+    assert stats == {"encoded": 1, "cached": 0} and (X == banks[0][0]).all() and meta["n"] == needs[0].n
 
 
 def _free_port() -> int:
@@ -138,3 +190,23 @@ def test_executor_mistakes_are_user_errors(cli_main, write_yaml, monkeypatch, ca
     err = capsys.readouterr().err
     assert "pip install 'relbench[ray]'" in err and "Traceback" not in err
     assert not (path.parent / "results").exists()  # nothing written
+
+
+def test_bank_needs_list_the_anchor_pools_selectors_declare(registry, write_yaml):
+    """An executor encodes ahead what a unit reads: the task's pools, then the training
+    banks of a declared anchor pool (here the out-of-domain selector's), equal to what
+    the selector reads through ``pool_banks``."""
+    from relbench.config import load_suite
+    from relbench.runner import Runner
+
+    path = write_yaml(TASKS.replace("selectors: [random]",
+                                    "selectors: [random, {name: ood, params: {dataset: toy-blobs}}]"))
+    runner = Runner(load_suite(path, registry), registry, quiet=True)
+    (task_run,) = runner.plans()
+    needs = task_run.bank_needs()
+    assert [(n.label, n.split, n.pool) for n in needs] == [
+        *((e, s, None) for s in ("train", "test") for e in "abc"), *((e, "train", "toy-blobs") for e in "abc")]
+    # the pool is the task's own data set here, so its banks are the train banks (encoded once)
+    assert [n.key for n in needs[6:]] == [n.key for n in needs[:3]] and len({n.key for n in needs[:6]}) == 6
+    X, meta = task_run.bank_entry(needs[-1])
+    assert torch.equal(X, task_run.pool_banks("toy-blobs")["c"].X) and meta["n"] == needs[-1].n == 240

@@ -131,6 +131,10 @@ class OODAnchors(AnchorSelector):
         if not self.dataset:
             raise ValueError("dataset must name the data set plugin that supplies the anchors")
 
+    def pools(self) -> list[str]:
+        """The anchor pool's data set."""
+        return [self.dataset]
+
     def select(self, ctx: AnchorContext) -> Anchors:
         """Uniform draw from the ids every pool bank shares."""
         banks = ctx.pool_banks(self.dataset)
