@@ -275,7 +275,7 @@ def _render(runner, leaderboards: Path, quiet: bool, redraw: bool = False) -> No
 
     runner.only = None
     plans = runner.plans()
-    current = {tr.task.name: {u.id for u in tr.plan().units} for tr in plans}
+    current = {tr.task.name: [u.id for u in tr.plan().units] for tr in plans}
     drawn = render(runner.store, leaderboards, [tr.task for tr in plans], current, redraw)[1:]
     _say(quiet, f"wrote the index and {len(drawn)} changed pages to {leaderboards} ({len(plans) - len(drawn)} "
                 f"unchanged)")
@@ -339,7 +339,7 @@ def _cmd_export(args, registry) -> int:
     from relbench.export import write
 
     _, runner = _stored_suite(args, registry)
-    frames = [runner.store.load(tr.task.name, units=None if args.all else {u.id for u in tr.plan().units})
+    frames = [runner.store.load(tr.task.name, units=None if args.all else [u.id for u in tr.plan().units])
               for tr in runner.plans()]
     frames = [f for f in frames if not f.empty]
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

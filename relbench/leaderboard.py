@@ -211,7 +211,7 @@ RELEASE = "results.parquet"
 RELEASE_ENTRY = "_release"
 
 
-def _digest(store: ResultStore, task: Task, units: set[str]) -> str:
+def _digest(store: ResultStore, task: Task, units: list[str]) -> str:
     """What a task's page depends on: its current stored lines (id, run, time), what the
     tasks file says of it, and the renderer's version."""
     lines = store.read(task.name).units
@@ -233,7 +233,7 @@ def suite_provenance(tasks: list[Task]) -> list[tuple[str, str, str, dict]]:
     return out
 
 
-def results_date(store: ResultStore, tasks: list[Task], current: dict[str, set[str]]) -> str | None:
+def results_date(store: ResultStore, tasks: list[Task], current: dict[str, list[str]]) -> str | None:
     """The UTC date (``YYYY-MM-DD``) of the newest result the pages show (None: none)."""
     times = []
     for task in tasks:
@@ -261,10 +261,10 @@ def _diagram(out: Path, result: crosstask.CrossTaskRanking, digest: str, entry: 
     return Page(out, INDEX).save(crosstask.diagram(result), "critical-difference.png")
 
 
-def _write_release(store: ResultStore, path: Path, tasks: list[Task], current: dict[str, set[str]]) -> None:
+def _write_release(store: ResultStore, path: Path, tasks: list[Task], current: dict[str, list[str]]) -> None:
     """The current results of every task as one flat parquet table (written whole, then
     moved into place)."""
-    frames = [store.load(task.name, units=current.get(task.name, set())) for task in tasks]
+    frames = [store.load(task.name, units=current.get(task.name, [])) for task in tasks]
     frames = [f for f in frames if not f.empty]
     partial = path.with_name(f".{path.name}.partial")
     write(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), partial, "parquet")
@@ -279,7 +279,7 @@ def _read_manifest(out: Path) -> dict:
     return manifest if isinstance(manifest, dict) else {}
 
 
-def _draw(store: ResultStore, out: Path, task: Task, units: set[str]) -> dict:
+def _draw(store: ResultStore, out: Path, task: Task, units: list[str]) -> dict:
     """Write one task's page; return its manifest entry (files, index line, ranking)."""
     df = store.load(task.name, units=units)
     kind = task.kind.build()
@@ -319,12 +319,13 @@ def _draw(store: ResultStore, out: Path, task: Task, units: set[str]) -> dict:
     return {"files": files, "index": line, "ranking": kind.ranking(df) or None}
 
 
-def render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, set[str]],
+def render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, list[str]],
            redraw: bool = False) -> list[Path]:
     """Write one page per task and the index; return the pages drawn (the index first).
 
-    ``current`` maps a task to the unit ids of the current tasks file (its plan);
-    stored lines of other identities are history and never shown. Unless ``redraw``, a
+    ``current`` maps a task to the unit ids of the current tasks file (its plan, in
+    plan order: rows reach the pages in that order); stored lines of other identities
+    are history and never shown. Unless ``redraw``, a
     page whose inputs (:func:`_digest`) and files are unchanged since it was drawn is
     not drawn again (``relbench leaderboard`` redraws every page, e.g. after the page
     code changed)."""
@@ -337,14 +338,14 @@ def render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, 
             f"then run `relbench leaderboard`.") from None
 
 
-def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, set[str]],
+def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, list[str]],
             redraw: bool) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     _remove_stale_pages(out, {task.name for task in tasks})
     manifest = _read_manifest(out)
     entries, written = {}, []
     for task in tasks:
-        units = current.get(task.name, set()) | {TASK_ERROR}
+        units = [*current.get(task.name, ()), TASK_ERROR]
         digest = _digest(store, task, units)
         entry = manifest.get(task.name)
         if redraw or not (isinstance(entry, dict) and entry.get("digest") == digest

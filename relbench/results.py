@@ -31,7 +31,7 @@ import platform
 import subprocess
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -382,15 +382,25 @@ class ResultStore:
         name, e.g. from a store written elsewhere, are ignored)."""
         return [p.stem for p in sorted(self.root.glob("*.jsonl")) if p.is_file() and valid_task_name(p.stem)]
 
-    def load(self, task: str | None = None, units: set[str] | None = None, all_runs: bool = False) -> pd.DataFrame:
+    def load(self, task: str | None = None, units: Collection[str] | None = None,
+             all_runs: bool = False) -> pd.DataFrame:
         """Result rows as a DataFrame: the newest line per unit id (every line with
         ``all_runs``), only the ids in ``units`` when given. Each row also gets its
-        unit's ``unit`` id, ``run`` and ``inputs``."""
+        unit's ``unit`` id, ``run`` and ``inputs``.
+
+        Rows come in the store's order, or, when ``units`` is a list or tuple (a task's
+        plan), in that order: a page drawn from them then does not depend on the order
+        in which units were stored (a Ray run stores them as they finish), down to the
+        rounding of a sum."""
         tasks = [task] if task else self.tasks()
         records = []
         for name in tasks:
             entries = self._entries(name) if all_runs else list(self.read(name).units.values())
-            wanted = [e for e in entries if units is None or e.unit in units]
+            if isinstance(units, (list, tuple)):
+                order = {uid: i for i, uid in enumerate(units)}
+                wanted = sorted((e for e in entries if e.unit in order), key=lambda e: order[e.unit])
+            else:
+                wanted = [e for e in entries if units is None or e.unit in units]
             for unit in self.fetch(name, wanted):
                 extra = {"unit": unit["unit"], "run": unit["run"], "inputs": unit.get("inputs", {})}
                 records += [{**row, **extra} for row in unit["rows"]]

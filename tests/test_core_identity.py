@@ -339,3 +339,26 @@ def test_a_claim_naming_an_empty_part_matches_rows_that_do_not_use_it():
     text = claims_section(Stitching(), pd.DataFrame(rows), [claim], {})
     assert "**does not hold** — similarity=robust, regularizer=topo: 0.700 [0.700, 0.700] vs similarity=robust, " \
            "regularizer=-: 0.800 [0.800, 0.800]" in text
+
+
+def test_pages_read_rows_in_plan_order_whatever_order_they_were_stored_in(registry, write_yaml, tmp_path):
+    """A Ray run stores units as they finish. The page reads them in plan order, so a
+    mean's rounding (0.6075 → 0.607 or 0.608, seen on a real suite) cannot depend on it."""
+    from relbench.leaderboard import render
+    from relbench.results import ResultStore
+
+    path = write_yaml(TASKS)
+    runner, _ = _run(registry, path)
+    (task_run,) = runner.plans()
+    plan = [u.id for u in task_run.plan().units]
+    shuffled = ResultStore(tmp_path / "shuffled")
+    lines = runner.store.fetch("blobs", list(runner.store.read("blobs").units.values()))
+    for line in reversed(lines):
+        shuffled.append("blobs", line["unit"], line["rows"], line["run"], key=line["key"], inputs=line["inputs"])
+    in_plan_order = runner.store.load("blobs", units=plan)
+    assert in_plan_order.equals(shuffled.load("blobs", units=plan))
+    assert list(dict.fromkeys(in_plan_order["unit"])) == plan
+    assert list(dict.fromkeys(shuffled.load("blobs", units=set(plan))["unit"])) == plan[::-1]  # a set: store order
+    pages = [render(store, tmp_path / name, [task_run.task], {"blobs": plan}, redraw=True) and
+             (tmp_path / name / "blobs.md").read_text() for store, name in ((runner.store, "a"), (shuffled, "b"))]
+    assert pages[0] == pages[1]
