@@ -267,10 +267,8 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
     failed: set[str] = set()
     for task_run in task_runs:
         task, plan = task_run.task, task_run.plan()
-        todo = plan.todo
-        runner.stats.units_skipped += len(plan.units) - len(todo)
+        todo = runner.todo(task_run)
         if not todo:
-            runner.clear_task_error(task)
             continue
         try:
             needs = task_run.bank_needs()

@@ -754,13 +754,21 @@ class Runner:
                 self.compute(task_run)
         return self.stats
 
-    def compute(self, task_run: TaskRun) -> None:
-        """Compute the units of one task that are not done (the caller holds its lock)."""
-        task, plan = task_run.task, task_run.plan()
+    def todo(self, task_run: TaskRun) -> list[PlannedUnit]:
+        """The task's units still to compute, counting the others as reused; a task with
+        none left clears the error an earlier run recorded."""
+        plan = task_run.plan()
         todo = plan.todo
         self.stats.units_skipped += len(plan.units) - len(todo)
         if not todo:
-            self.clear_task_error(task)
+            self.clear_task_error(task_run.task)
+        return todo
+
+    def compute(self, task_run: TaskRun) -> None:
+        """Compute the units of one task that are not done (the caller holds its lock)."""
+        task, plan = task_run.task, task_run.plan()
+        todo = self.todo(task_run)
+        if not todo:
             return
         t0 = time.perf_counter()
         self.say(f"== task {task.name} ({task.kind.label}): {len(todo)} of {len(plan.units)} units to compute ==")
