@@ -342,40 +342,42 @@ class TaskRun:
     def pools_cached(self) -> bool:
         """Whether every encoder's train and test pool is in the embedding cache (asked
         before running, to schedule ``-j`` workers; encodes and loads nothing)."""
-        data = self.dataset()
-        for spec in self.task.encoders:
-            encoder = self._encoders.get(spec.label) or spec.build()
-            view = self.encoder_view(spec.label)
-            for split in ("train", "test"):
-                if not self.runner.cache.has(identity_key(self._bank_identity(spec, encoder, data, split, view))):
-                    return False
-        return True
+        return all(self.runner.cache.has(need.key) for need in self._needs(None, ("train", "test")))
 
     def bank_needs(self) -> list[BankNeed]:
         """Every bank the task reads: each encoder's train and test pools, then the
         training banks of the data sets its selectors draw anchors from
         (:meth:`~relbench.interfaces.AnchorSelector.pools`). Loads no items; an executor
         encodes them ahead of the units (:mod:`relbench.ray_executor`)."""
-        sources = [(None, split) for split in ("train", "test")]
-        sources += [(name, "train") for sel in self.task.selectors for name in sel.build().pools()]
+        pools = dict.fromkeys(name for sel in self.task.selectors for name in sel.build().pools())
+        return [*self._needs(None, ("train", "test")), *(n for pool in pools for n in self._needs(pool, ("train",)))]
+
+    def _needs(self, pool: str | None, splits: tuple[str, ...]) -> list[BankNeed]:
+        """The banks of ``splits`` of the task's data set (``pool`` None) or of anchor pool
+        ``pool``, split by split, encoder by encoder."""
         needs = []
-        for pool, split in dict.fromkeys(sources):
-            data = self.dataset() if pool is None else self._pool_data(pool)
+        for split in splits:
             for spec in self.task.encoders:
-                view = self._pool_view(spec, data, pool) if pool else self.encoder_view(spec.label)
+                data, view = self._source(spec, pool)
                 encoder = self._encoders.get(spec.label) or spec.build()
                 identity = self._bank_identity(spec, encoder, data, split, view)
                 needs.append(BankNeed(spec.label, split, pool, identity_key(identity), identity,
                                       len(data.splits[split])))
         return needs
 
+    def _source(self, spec: EncoderSpec, pool: str | None) -> tuple[DatasetData, str]:
+        """The data set an encoder reads for the task (``pool`` None) or anchor pool
+        ``pool``, and the view it reads there."""
+        if pool is None:
+            return self.dataset(), self.encoder_view(spec.label)
+        data = self._pool_data(pool)
+        return data, self._pool_view(spec, data, pool)
+
     def bank_entry(self, need: BankNeed) -> tuple[torch.Tensor, dict]:
         """The embeddings of ``need`` and their cache metadata, read from the embedding
         cache or encoded (and cached) now."""
         spec = self._spec(need.label)
-        data = self.dataset() if need.pool is None else self._pool_data(need.pool)
-        view = self._pool_view(spec, data, need.pool) if need.pool else self.encoder_view(need.label)
-        return self._entry(spec, data, need.split, view)
+        return self._entry(spec, *self._source(spec, need.pool), need.split)
 
     def cached_entry(self, need: BankNeed) -> tuple[torch.Tensor, dict] | None:
         """The embeddings of ``need`` and their metadata when the cache holds them, else None."""
@@ -387,7 +389,7 @@ class TaskRun:
             return None
         return hit[0], {k: v for k, v in hit[1].items() if k not in RESERVED_FIELDS}
 
-    def _entry(self, spec: EncoderSpec, data: DatasetData, split: str, view: str) -> tuple[torch.Tensor, dict]:
+    def _entry(self, spec: EncoderSpec, data: DatasetData, view: str, split: str) -> tuple[torch.Tensor, dict]:
         encoder = self._encoders.get(spec.label) or spec.build()
         modalities = getattr(encoder, "modalities", ())
         modality = ID_VIEW if view == ID_VIEW else data.view_modalities[view]
@@ -423,8 +425,8 @@ class TaskRun:
         self.runner.stats.encoded += 1
         return X, meta
 
-    def _embed(self, spec: EncoderSpec, data: DatasetData, split: str, view: str) -> Bank:
-        X, meta = self._entry(spec, data, split, view)
+    def _embed(self, spec: EncoderSpec, data: DatasetData, view: str, split: str) -> Bank:
+        X, meta = self._entry(spec, data, view, split)
         sp = data.splits[split]
         labels = None if sp.labels is None else torch.as_tensor(np.asarray(sp.labels), dtype=torch.long)
         return Bank(encoder=spec.label, split=split, X=X.to(self.device), ids=list(sp.ids),
@@ -456,7 +458,7 @@ class TaskRun:
             if split not in data.splits:
                 raise ConfigError(f"data set {data.name!r} has no split {split!r}.")
             self._banks[split] = {
-                spec.label: self._embed(spec, data, split, self.encoder_view(spec.label))
+                spec.label: self._embed(spec, data, self.encoder_view(spec.label), split)
                 for spec in self.task.encoders
             }
             dims = {lbl: b.dim for lbl, b in self._banks[split].items()}
@@ -466,9 +468,8 @@ class TaskRun:
     def pool_banks(self, dataset_name: str) -> dict[str, Bank]:
         """Training banks of another data set (out-of-domain anchor pool), every encoder."""
         if dataset_name not in self._pools:
-            data = self._pool_data(dataset_name)
             self._pools[dataset_name] = {
-                spec.label: self._embed(spec, data, "train", self._pool_view(spec, data, dataset_name))
+                spec.label: self._embed(spec, *self._source(spec, dataset_name), "train")
                 for spec in self.task.encoders}
         return self._pools[dataset_name]
 
