@@ -9,7 +9,14 @@ no-op (pages included, into a folder drawn once before the timed runs, so no pag
 changed), and prints wall and CPU seconds and the peak resident memory of each. Run the
 suite once first (`relbench run tasks.yaml`).
 
-    python benchmarks/noop_run.py [tasks.yaml] [--repeat 3]
+``--from-release leaderboards/results.parquet`` measures the no-op on a store of the
+published results instead, without computing them: a temporary store gets one line per
+planned unit, holding that unit's rows of the release (flat, as the release has them) with
+the plan's identity, key and inputs, so that the store's size and the plan are the full
+suite's. Its rows are not the nested rows a page draws from, so only the plan and the
+no-op without pages are timed there.
+
+    python benchmarks/noop_run.py [tasks.yaml] [--repeat 3] [--from-release PARQUET]
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pandas as pd
+
 
 def timed(args: list[str]) -> tuple[float, float, float, int]:
     """Wall seconds, CPU seconds, peak RSS (MB) and exit code of one `relbench` process."""
@@ -34,21 +43,57 @@ def timed(args: list[str]) -> tuple[float, float, float, int]:
     return wall, float(user) + float(system), int(rss_kb) / 1024, proc.returncode
 
 
+def store_from_release(tasks: str, release: str, output: Path) -> int:
+    """Write a store at ``output`` holding, for every unit the tasks file plans, that
+    unit's rows of the release; returns its size in bytes. Exits when the release lacks
+    a planned unit (it is not this tasks file's release)."""
+    from relbench.config import load_suite
+    from relbench.plugins import load_registry
+    from relbench.results import ResultStore
+    from relbench.runner import Runner
+
+    registry = load_registry()
+    rows = pd.read_parquet(release)
+    by_unit = {unit: group for unit, group in rows.groupby("unit", sort=False)}
+    store = ResultStore(output)
+    suite = load_suite(Path(tasks), registry)
+    for task_run in Runner(suite, registry, quiet=True, output=output).plans():
+        for unit in task_run.plan().units:
+            if unit.id not in by_unit:
+                sys.exit(f"{release} has no rows of unit {unit.id} of task {task_run.task.name}: it is not the "
+                         f"release of {tasks}")
+            group = by_unit[unit.id]
+            records = [{k: v for k, v in r.items() if k not in ("unit", "run") and not k.startswith("inputs.")
+                        and not (pd.api.types.is_scalar(v) and pd.isna(v))}
+                       for r in group.to_dict("records")]
+            store.append(task_run.task.name, unit.id, records, str(group["run"].iloc[0]), key=unit.display,
+                         inputs=unit.inputs)
+    return sum(f.stat().st_size for f in output.glob("*.jsonl"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("tasks", nargs="?", default="tasks.yaml")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--from-release", metavar="PARQUET",
+                        help="time the no-op on a temporary store of this release's rows (see above)")
     args = parser.parse_args()
-    pages = Path(tempfile.mkdtemp(prefix="relbench-noop-pages-"))  # the published pages stay untouched
-    wall, cpu, rss, code = timed(["run", args.tasks, "--leaderboards", str(pages), "-q"])  # draws every page once
-    if code != 0:
-        sys.exit(f"`relbench run {args.tasks}` exited {code}: run the suite to completion first")
-    print(f"drawing every page into an empty folder: wall {wall:.1f} s, cpu {cpu:.1f} s, peak RSS {rss:.0f} MB")
     variants = {
         "plan only (--dry-run)": ["run", args.tasks, "--dry-run", "-q"],
         "no-op, no pages": ["run", args.tasks, "--no-leaderboard", "-q"],
-        "no-op with pages": ["run", args.tasks, "--leaderboards", str(pages), "-q"],  # unchanged: none redrawn
     }
+    if args.from_release:
+        output = Path(tempfile.mkdtemp(prefix="relbench-noop-store-"))
+        size = store_from_release(args.tasks, args.from_release, output)
+        print(f"a store of {args.from_release}'s rows: {size / 1e6:.0f} MB in {output}")
+        variants = {name: [*cmd, "--output", str(output)] for name, cmd in variants.items()}
+    else:
+        pages = Path(tempfile.mkdtemp(prefix="relbench-noop-pages-"))  # the published pages stay untouched
+        wall, cpu, rss, code = timed(["run", args.tasks, "--leaderboards", str(pages), "-q"])  # draws every page
+        if code != 0:
+            sys.exit(f"`relbench run {args.tasks}` exited {code}: run the suite to completion first")
+        print(f"drawing every page into an empty folder: wall {wall:.1f} s, cpu {cpu:.1f} s, peak RSS {rss:.0f} MB")
+        variants["no-op with pages"] = ["run", args.tasks, "--leaderboards", str(pages), "-q"]  # none redrawn
     figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in variants}
     for _ in range(args.repeat):  # interleaved, so drift hits every variant alike
         for name, cmd in variants.items():
