@@ -733,7 +733,9 @@ class TaskRunAPI(Protocol):
     def banks(self, split: str, seed: int | None = None) -> dict[str, Bank]:
         """Every encoder's embeddings, by label: without ``seed`` the data set's whole
         ``"train"``/``"test"`` split; with ``seed`` that seed's draw, ``"train"`` (the
-        fit part), ``"validation"`` or ``"test"`` (:mod:`relbench.protocol`)."""
+        fit part), ``"validation"`` or ``"test"`` (:mod:`relbench.protocol`). The draws of
+        one seed are held at a time: asking for another seed's frees the previous seed's
+        (drawn again, identically, when asked again), so walk the seeds one after another."""
 
     def pool_banks(self, dataset_name: str) -> dict[str, Bank]:
         """Training banks of another data set (an out-of-domain anchor pool)."""

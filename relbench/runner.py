@@ -166,6 +166,7 @@ class TaskRun:
         self.kind = task.kind.build()
         self.device = resolve_device(task.device)
         self._banks: dict[str, dict[str, Bank]] = {}
+        self._bank_seed: int | None = None  #: the seed whose draws ``_banks`` holds
         self._encoders: dict[str, Any] = {}
         self._encoder_identities: dict[str, dict] = {}
         self._anchors: dict[str, Anchors] = {}
@@ -445,6 +446,7 @@ class TaskRun:
         whole ``split`` (the pool, encoded once). With ``seed``: that seed's draw —
         ``train`` (the fit part), ``validation`` or ``test`` (see :mod:`relbench.protocol`)."""
         if seed is not None:
+            self._hold_seed(seed)
             key = f"{split}/{seed}"
             if key not in self._banks:
                 if split not in ("train", "validation", "test"):
@@ -464,6 +466,16 @@ class TaskRun:
             dims = {lbl: b.dim for lbl, b in self._banks[split].items()}
             self.runner.say(f"[{self.task.name}] {split}: " + ", ".join(f"{k} {v}-d" for k, v in dims.items()))
         return self._banks[split]
+
+    def _hold_seed(self, seed: int) -> None:
+        """Keep the draws of one seed only. A seed's banks are copies of pool rows (at full
+        scale about 170 MB a seed for five image encoders), a unit reads one seed, and the
+        task kinds walk the seeds one after another; so asking for another seed's banks
+        frees the previous seed's. Asked again, they are drawn again, identically."""
+        if self._bank_seed != seed:
+            for key in [k for k in self._banks if "/" in k]:
+                del self._banks[key]
+            self._bank_seed = seed
 
     def pool_banks(self, dataset_name: str) -> dict[str, Bank]:
         """Training banks of another data set (out-of-domain anchor pool), every encoder."""
@@ -505,6 +517,7 @@ class TaskRun:
         for encoder in self._encoders.values():
             getattr(encoder, "release", lambda: None)()
         self._banks.clear()
+        self._bank_seed = None
         self._encoders.clear()
         self._anchors.clear()
         self._pools.clear()

@@ -349,3 +349,30 @@ def test_cache_records_the_backend_an_encoder_used(registry, write_yaml, monkeyp
     entries = [e for e in runner.cache.entries() if e.get("encoder") == "toy-rotated"]
     assert len(entries) == 6 and {e["backend"] for e in entries} == {"toy-backend"}
     assert all(e["report"] == {} for e in entries)  # the toy encoder measures nothing about itself
+
+
+def test_a_task_holds_the_draws_of_one_seed_at_a_time(registry, write_yaml, monkeypatch):
+    """A seed's banks are copies of pool rows (about 170 MB a seed for the full-scale
+    Fashion-MNIST tasks): kept until the task ended, a task's memory grew with its
+    seeds. The previous seed's draws are freed when another seed's are asked for, and
+    drawn again identically when asked again."""
+    import torch
+
+    from relbench.runner import TaskRun
+
+    held, banks = [], TaskRun.banks
+
+    def spy(self, split, seed=None):
+        out = banks(self, split, seed)
+        held.append({key.split("/")[1] for key in self._banks if "/" in key})
+        return out
+
+    monkeypatch.setattr(TaskRun, "banks", spy)
+    runner, stats = _run(registry, write_yaml(TASKS))
+    assert not stats.failures and stats.units_done
+    assert {"0"} in held and {"1"} in held
+    assert max(map(len, held)) == 1
+    (task_run,) = runner.plans()
+    first = {label: bank.X.clone() for label, bank in task_run.banks("train", 0).items()}
+    task_run.banks("test", 1)
+    assert all(torch.equal(first[label], bank.X) for label, bank in task_run.banks("train", 0).items())
