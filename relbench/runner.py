@@ -167,6 +167,8 @@ class TaskRun:
         self.device = resolve_device(task.device)
         self._banks: dict[str, dict[str, Bank]] = {}
         self._bank_seed: int | None = None  #: the seed whose draws ``_banks`` holds
+        #: banks encoded ahead of being asked for (:meth:`_encode_ahead`), by cache key
+        self._ahead: dict[str, tuple[torch.Tensor, dict]] | None = None
         self._encoders: dict[str, Any] = {}
         self._encoder_identities: dict[str, dict] = {}
         self._anchors: dict[str, Anchors] = {}
@@ -399,6 +401,8 @@ class TaskRun:
                               f"{'/'.join(modalities)} but view {view!r} of {data.name!r} is {modality}.")
         identity = self._bank_identity(spec, encoder, data, split, view)
         need = BankNeed(spec.label, split, None, identity_key(identity), identity, len(data.splits[split]))
+        if self._ahead and need.key in self._ahead:
+            return self._ahead.pop(need.key)
         hit = self.cached_entry(need)
         if hit is not None:
             self.runner.stats.cached += 1
@@ -459,6 +463,7 @@ class TaskRun:
             data = self.dataset()
             if split not in data.splits:
                 raise ConfigError(f"data set {data.name!r} has no split {split!r}.")
+            self._encode_ahead()
             self._banks[split] = {
                 spec.label: self._embed(spec, data, self.encoder_view(spec.label), split)
                 for spec in self.task.encoders
@@ -466,6 +471,25 @@ class TaskRun:
             dims = {lbl: b.dim for lbl, b in self._banks[split].items()}
             self.runner.say(f"[{self.task.name}] {split}: " + ", ".join(f"{k} {v}-d" for k, v in dims.items()))
         return self._banks[split]
+
+    def _encode_ahead(self) -> None:
+        """Encode every bank of :meth:`bank_needs` that the cache lacks, encoder by
+        encoder, and free each encoder (:meth:`~relbench.interfaces.Encoder.release`,
+        then the runner's reference) once its banks are encoded, so that one encoder's
+        weights and session are resident at a time. Encoded split by split, as the kinds
+        ask for them, every encoder of the task stayed loaded until its test split was
+        done. Runs once per task run, when a bank is first asked for; the banks are
+        kept until asked for (a kind that reads only some of them costs the encoding of
+        the others, as on Ray, which encodes :meth:`bank_needs` too)."""
+        if self._ahead is not None:
+            return
+        self._ahead = {}
+        missing = [need for need in self.bank_needs() if not self.runner.cache.has(need.key)]
+        for label in dict.fromkeys(need.label for need in missing):
+            for need in missing:
+                if need.label == label:
+                    self._ahead[need.key] = self.bank_entry(need)
+            getattr(self._encoders.pop(label, None), "release", lambda: None)()  # no reference is left
 
     def _hold_seed(self, seed: int) -> None:
         """Keep the draws of one seed only. A seed's banks are copies of pool rows (at full
@@ -480,6 +504,7 @@ class TaskRun:
     def pool_banks(self, dataset_name: str) -> dict[str, Bank]:
         """Training banks of another data set (out-of-domain anchor pool), every encoder."""
         if dataset_name not in self._pools:
+            self._encode_ahead()
             self._pools[dataset_name] = {
                 spec.label: self._embed(spec, *self._source(spec, dataset_name), "train")
                 for spec in self.task.encoders}
@@ -518,6 +543,7 @@ class TaskRun:
             getattr(encoder, "release", lambda: None)()
         self._banks.clear()
         self._bank_seed = None
+        self._ahead = None
         self._encoders.clear()
         self._anchors.clear()
         self._pools.clear()

@@ -376,3 +376,33 @@ def test_a_task_holds_the_draws_of_one_seed_at_a_time(registry, write_yaml, monk
     first = {label: bank.X.clone() for label, bank in task_run.banks("train", 0).items()}
     task_run.banks("test", 1)
     assert all(torch.equal(first[label], bank.X) for label, bank in task_run.banks("train", 0).items())
+
+
+def test_encoders_are_loaded_one_at_a_time(registry, write_yaml, monkeypatch):
+    """Banks were encoded split by split, so every encoder of a task stayed loaded until
+    its test split was done (at full scale four CNNs and their sessions at once). Now an
+    encoder encodes all of its banks and is freed before the next one is set up, and the
+    run stores what it stored before."""
+    import gc
+    import weakref
+
+    live, seen = [], []  # weak references to the encoders set up
+    encode = toy_plugins.Rotated.encode
+
+    def setup(self, ctx):
+        live.append(weakref.ref(self))
+
+    def counting_encode(self, items, ctx):
+        gc.collect()
+        seen.append((self.seed, sum(ref() is not None for ref in live)))
+        return encode(self, items, ctx)
+
+    monkeypatch.setattr(toy_plugins.Rotated, "setup", setup, raising=False)
+    monkeypatch.setattr(toy_plugins.Rotated, "encode", counting_encode)
+    runner, stats = _run(registry, write_yaml(TASKS))
+    assert not stats.failures and stats.encoded == 6
+    assert [seed for seed, _ in seen] == [1, 1, 2, 2, 3, 3]  # encoder by encoder
+    assert max(alive for _, alive in seen) == 1
+    monkeypatch.undo()  # forced again: banks read from the cache give the rows the encoded ones gave
+    again, _ = _run(registry, write_yaml(TASKS), force=True, output=runner.store.root.parent / "again")
+    assert again.store.load("blobs")["value"].tolist() == runner.store.load("blobs")["value"].tolist()
