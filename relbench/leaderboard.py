@@ -261,6 +261,21 @@ def _diagram(out: Path, result: crosstask.CrossTaskRanking, digest: str, entry: 
     return Page(out, INDEX).save(crosstask.diagram(result), "critical-difference.png")
 
 
+def _cross_task(out: Path, ranks: dict, entry: Any, redraw: bool) -> dict:
+    """The index's ranking across tasks (``section``, its text) and its diagram
+    (``link``), computed from the pages' rankings only when they changed since the
+    manifest's ``entry`` (``digest``), so that a run that changed no page runs no test
+    (importing SciPy's and scikit-posthocs' statistics alone took a third of such a run)."""
+    digest = fingerprint(ranks)
+    if (not redraw and isinstance(entry, dict) and entry.get("digest") == digest and "section" in entry
+            and (not entry.get("link") or all((out / entry["link"]).with_suffix(ext).is_file()
+                                             for ext in (".png", ".svg")))):
+        return entry
+    result = crosstask.rank(ranks)
+    link = _diagram(out, result, digest, entry, redraw) if result else None
+    return {"digest": digest, "link": link, "section": crosstask.section(result, link)}
+
+
 def _write_release(store: ResultStore, path: Path, tasks: list[Task], current: dict[str, list[str]]) -> None:
     """The current results of every task as one flat parquet table (written whole, then
     moved into place)."""
@@ -367,12 +382,8 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
              tabulate(index_rows, headers=["task", "kind", "best combination", "metric", "best score",
                                            "reference", "gap"], tablefmt="pipe", disable_numparse=True)]
     if ranks:
-        result = crosstask.rank(ranks)
-        digest = fingerprint(ranks)
-        link = _diagram(out, result, digest, manifest.get(DIAGRAM), redraw) if result else None
-        lines.append(crosstask.section(result, link))
-        if link:
-            entries[DIAGRAM] = {"digest": digest, "link": link}
+        entries[DIAGRAM] = _cross_task(out, ranks, manifest.get(DIAGRAM), redraw)
+        lines.append(entries[DIAGRAM]["section"])
     release = {name: entry["digest"] for name, entry in entries.items() if not name.startswith("_")}
     if redraw or manifest.get(RELEASE_ENTRY) != release or not (out / RELEASE).is_file():
         _write_release(store, out / RELEASE, tasks, current)

@@ -158,10 +158,13 @@ def test_the_index_ranks_across_tasks_with_a_critical_difference_diagram(registr
     assert "(figures/index/critical-difference.png)" in index
     diagram = boards / "figures" / "index" / "critical-difference.svg"
     assert diagram.is_file()
-    # a run that changes no ranking draws no figure; `relbench leaderboard` redraws it
+    # a run that changes no ranking draws no figure and runs no test (the index is the same);
+    # `relbench leaderboard` redraws it
     drawn = diagram.stat().st_mtime_ns
-    assert cli_main(["run", str(path), "-q"]) == 0
-    assert diagram.stat().st_mtime_ns == drawn and "critical-difference.png" in (boards / "README.md").read_text()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("relbench.crosstask.rank", lambda orders: pytest.fail("ranked again with nothing changed"))
+        assert cli_main(["run", str(path), "-q"]) == 0
+    assert diagram.stat().st_mtime_ns == drawn and (boards / "README.md").read_text() == index
     assert cli_main(["leaderboard", str(path)]) == 0
     assert diagram.stat().st_mtime_ns != drawn
 
