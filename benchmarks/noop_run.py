@@ -13,8 +13,10 @@ suite once first (`relbench run tasks.yaml`).
 published results instead, without computing them: a temporary store gets one line per
 planned unit, holding that unit's rows of the release (flat, as the release has them) with
 the plan's identity, key and inputs, so that the store's size and the plan are the full
-suite's. Its rows are not the nested rows a page draws from, so only the plan and the
-no-op without pages are timed there.
+suite's. Its rows are not the nested rows a page draws from, so the pages are not drawn
+from it: the no-op with pages runs on a copy of the committed leaderboards folder whose
+manifest is restamped as drawn from this store (each page's digest of its lines), which
+is what a folder looks like when nothing changed since its pages were drawn.
 
     python benchmarks/noop_run.py [tasks.yaml] [--repeat 3] [--from-release PARQUET]
 """
@@ -43,13 +45,20 @@ def timed(args: list[str]) -> tuple[float, float, float, int]:
     return wall, float(user) + float(system), int(rss_kb) / 1024, proc.returncode
 
 
-def store_from_release(tasks: str, release: str, output: Path) -> int:
+def store_from_release(tasks: str, release: str, output: Path, boards: Path, pages: Path) -> int:
     """Write a store at ``output`` holding, for every unit the tasks file plans, that
-    unit's rows of the release; returns its size in bytes. Exits when the release lacks
-    a planned unit (it is not this tasks file's release)."""
+    unit's rows of the release, and a copy of the leaderboards folder ``boards`` at
+    ``pages`` whose manifest says its pages were drawn from that store; returns the
+    store's size in bytes. Exits when the release lacks a planned unit (it is not this
+    tasks file's release)."""
+    import json
+    import shutil
+
     from relbench.config import load_suite
+    from relbench.leaderboard import MANIFEST, RELEASE_ENTRY, _digest
     from relbench.plugins import load_registry
     from relbench.results import ResultStore
+    from relbench.rows import TASK_ERROR
     from relbench.runner import Runner
 
     registry = load_registry()
@@ -57,7 +66,8 @@ def store_from_release(tasks: str, release: str, output: Path) -> int:
     by_unit = {unit: group for unit, group in rows.groupby("unit", sort=False)}
     store = ResultStore(output)
     suite = load_suite(Path(tasks), registry)
-    for task_run in Runner(suite, registry, quiet=True, output=output).plans():
+    task_runs = Runner(suite, registry, quiet=True, output=output).plans()
+    for task_run in task_runs:
         for unit in task_run.plan().units:
             if unit.id not in by_unit:
                 sys.exit(f"{release} has no rows of unit {unit.id} of task {task_run.task.name}: it is not the "
@@ -68,6 +78,13 @@ def store_from_release(tasks: str, release: str, output: Path) -> int:
                        for r in group.to_dict("records")]
             store.append(task_run.task.name, unit.id, records, str(group["run"].iloc[0]), key=unit.display,
                          inputs=unit.inputs)
+    shutil.copytree(boards, pages)
+    manifest = json.loads((pages / MANIFEST).read_text(encoding="utf-8"))
+    for task_run in task_runs:
+        units = [*(u.id for u in task_run.plan().units), TASK_ERROR]
+        manifest[task_run.task.name]["digest"] = _digest(store, task_run.task, units)
+    manifest[RELEASE_ENTRY] = {t.task.name: manifest[t.task.name]["digest"] for t in task_runs}
+    (pages / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     return sum(f.stat().st_size for f in output.glob("*.jsonl"))
 
 
@@ -84,8 +101,10 @@ def main() -> None:
     }
     if args.from_release:
         output = Path(tempfile.mkdtemp(prefix="relbench-noop-store-"))
-        size = store_from_release(args.tasks, args.from_release, output)
+        pages = output / "leaderboards"
+        size = store_from_release(args.tasks, args.from_release, output, Path(args.from_release).parent, pages)
         print(f"a store of {args.from_release}'s rows: {size / 1e6:.0f} MB in {output}")
+        variants["no-op with pages"] = ["run", args.tasks, "--leaderboards", str(pages), "-q"]  # none redrawn
         variants = {name: [*cmd, "--output", str(output)] for name, cmd in variants.items()}
     else:
         pages = Path(tempfile.mkdtemp(prefix="relbench-noop-pages-"))  # the published pages stay untouched
