@@ -480,15 +480,28 @@ class TaskRun:
         ask for them, every encoder of the task stayed loaded until its test split was
         done. Runs once per task run, when a bank is first asked for; the banks are
         kept until asked for (a kind that reads only some of them costs the encoding of
-        the others, as on Ray, which encodes :meth:`bank_needs` too)."""
+        the others, as on Ray, which encodes :meth:`bank_needs` too). An anchor pool
+        that cannot be read or encoded is left to the units that draw from it, so that
+        its error stays theirs, as when pools were encoded on demand."""
         if self._ahead is not None:
             return
         self._ahead = {}
-        missing = [need for need in self.bank_needs() if not self.runner.cache.has(need.key)]
+        try:
+            pools = [need for need in self.bank_needs() if need.pool is not None]
+        except Exception:  # noqa: BLE001 - reported by the units that draw from the pool
+            pools = []
+        needs = [*self._needs(None, ("train", "test")), *pools]
+        missing = list({need.key: need for need in reversed(needs) if not self.runner.cache.has(need.key)}.values())
+        missing.reverse()  # each bank once (a pool may be the task's own data), in the order of ``needs``
         for label in dict.fromkeys(need.label for need in missing):
             for need in missing:
-                if need.label == label:
+                if need.label != label:
+                    continue
+                try:
                     self._ahead[need.key] = self.bank_entry(need)
+                except Exception:  # noqa: BLE001
+                    if need.pool is None:
+                        raise
             getattr(self._encoders.pop(label, None), "release", lambda: None)()  # no reference is left
 
     def _hold_seed(self, seed: int) -> None:

@@ -406,3 +406,17 @@ def test_encoders_are_loaded_one_at_a_time(registry, write_yaml, monkeypatch):
     monkeypatch.undo()  # forced again: banks read from the cache give the rows the encoded ones gave
     again, _ = _run(registry, write_yaml(TASKS), force=True, output=runner.store.root.parent / "again")
     assert again.store.load("blobs")["value"].tolist() == runner.store.load("blobs")["value"].tolist()
+
+
+def test_an_anchor_pool_that_cannot_be_read_fails_only_the_units_drawing_from_it(registry, write_yaml):
+    """Banks are encoded ahead, pools included; a pool whose data set cannot be read is
+    left to the units of the selector that draws from it, which fail with its error,
+    while the others are computed."""
+    path = write_yaml(TASKS.replace("selectors: [random]",
+                                    "selectors: [random, {name: ood, params: {dataset: no-such-data}}]"))
+    runner, stats = _run(registry, path)
+    df = runner.store.load("blobs")
+    assert (df[df.selector == "random"].status == "ok").all()
+    failed = df[df.selector.str.startswith("ood")]
+    assert len(failed) and (failed.status == "error").all() and failed.error.str.contains("no-such-data").all()
+    assert stats.encoded == 6
