@@ -420,3 +420,34 @@ def test_an_anchor_pool_that_cannot_be_read_fails_only_the_units_drawing_from_it
     failed = df[df.selector.str.startswith("ood")]
     assert len(failed) and (failed.status == "error").all() and failed.error.str.contains("no-such-data").all()
     assert stats.encoded == 6
+
+
+def test_relative_sides_are_held_for_one_similarity_at_a_time(registry, write_yaml, monkeypatch):
+    """A side holds its encoder's relative features of a seed's draws (36 MB each at full
+    scale); kept for every similarity of the grid until the seed ended they reached
+    4.5 GB on the full-scale method comparison. The grid visits a similarity's units one
+    after another, so its sides are dropped when the next similarity starts; the stored
+    results are those of a run that keeps them."""
+    import gc
+    import weakref
+
+    import relbench_stitching.kind as kind
+
+    path = write_yaml(TASKS.replace("similarities: [cosine]", "similarities: [cosine, euclidean]"))
+    made, held = [], []
+    side_class = kind.StitchSide
+
+    def tracked_side(**fields):
+        side = side_class(**fields)
+        gc.collect()
+        made.append((weakref.ref(side), fields["similarity"]))
+        held.append({type(sim).__name__ for ref, sim in made if sim is not None and ref() is not None})
+        return side
+
+    monkeypatch.setattr(kind, "StitchSide", tracked_side)
+    runner, stats = _run(registry, path)
+    assert not stats.failures
+    assert {"Cosine"} in held and {"Euclidean"} in held and max(map(len, held)) == 1
+    monkeypatch.setattr(kind, "_forget_relative_sides", lambda sides, similarities: None)
+    kept, _ = _run(registry, path, force=True, output=path.parent / "kept")
+    assert kept.store.load("blobs")["value"].tolist() == runner.store.load("blobs")["value"].tolist()

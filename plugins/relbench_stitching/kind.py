@@ -220,7 +220,7 @@ class Stitching(TaskKind):
                                         anchors=A, similarity=sim, validation=banks.get("validation", {}).get(label))
             return sides[key]
 
-        current_seed = None
+        current_seed, current_similarity = None, None
         for seed, combo, target_spec, source_specs, held in run.progress(todo, desc="fit+evaluate", total=len(todo)):
             if seed != current_seed:  # sides hold one seed's draw and relative features
                 sides.clear()
@@ -229,6 +229,9 @@ class Stitching(TaskKind):
                 if protocol.validation > 0:
                     banks["validation"] = run.banks("validation", seed)
                 current_seed = seed
+            if combo.similarity != current_similarity:
+                _forget_relative_sides(sides, similarities)
+                current_similarity = combo.similarity
             target, sources = target_spec.label, [s.label for s in source_specs]
             excluded = frozenset(h.label for h in held)
             with run.unit(self._key(seed, combo, target_spec, held)) as rows:
@@ -290,6 +293,19 @@ class Stitching(TaskKind):
     def claim_rows(self, results: pd.DataFrame) -> pd.DataFrame:
         """Stitched cells only: a decoder evaluated on another encoder than its own."""
         return results[results["source"] != results["target"]]
+
+
+def _forget_relative_sides(sides: dict[tuple, StitchSide], similarities: dict[tuple, object]) -> None:
+    """Drop the sides that hold relative features (and the fitted similarities), keeping
+    the similarity-free sides that translation stitchers reuse. Called when the grid
+    moves to another similarity: a side holds its features of the seed's fit, validation
+    and test draws (at full scale 7,000 × 1,280 floats, 36 MB, per encoder and candidate
+    of a tuned similarity), and the grid visits each similarity's units one after another
+    (:func:`expand_grid`), so keeping every similarity's sides until the seed ended held
+    gigabytes. A side asked for again is computed again, identically."""
+    for key in [key for key in sides if key[1] is not None]:
+        del sides[key]
+    similarities.clear()
 
 
 def _evaluate(stitcher, source: StitchSide, metrics, extra: dict) -> list[ResultRow]:
