@@ -251,28 +251,22 @@ def how_to_cite(date: str | None) -> str:
             f"whose methods and data a table measures (named on its page).\n")
 
 
-def _diagram(out: Path, result: crosstask.CrossTaskRanking, digest: str, entry: Any, redraw: bool) -> str:
-    """The index's critical-difference diagram, drawn only when the rankings it comes
-    from (``digest``) changed or its file is gone, so a run that changed no page draws
-    no figure; ``entry`` is what the manifest kept of the last drawing."""
-    if (not redraw and isinstance(entry, dict) and entry.get("digest") == digest and entry.get("link")
-            and (out / entry["link"]).is_file() and (out / entry["link"]).with_suffix(".svg").is_file()):
-        return entry["link"]
-    return Page(out, INDEX).save(crosstask.diagram(result), "critical-difference.png")
-
-
 def _cross_task(out: Path, ranks: dict, entry: Any, redraw: bool) -> dict:
-    """The index's ranking across tasks (``section``, its text) and its diagram
-    (``link``), computed from the pages' rankings only when they changed since the
-    manifest's ``entry`` (``digest``), so that a run that changed no page runs no test
-    (importing SciPy's and scikit-posthocs' statistics alone took a third of such a run)."""
+    """The index's ranking across tasks (``section``, its text) and its critical-difference
+    diagram (``link``), computed from the pages' rankings only when they changed since the
+    manifest's ``entry`` (``digest``), so that a run that changed no page runs no test and
+    draws no figure (importing SciPy's and scikit-posthocs' statistics alone took a third
+    of such a run); ``relbench leaderboard`` (``redraw``) recomputes both."""
     digest = fingerprint(ranks)
-    if (not redraw and isinstance(entry, dict) and entry.get("digest") == digest and "section" in entry
-            and (not entry.get("link") or all((out / entry["link"]).with_suffix(ext).is_file()
-                                             for ext in (".png", ".svg")))):
+    same = not redraw and isinstance(entry, dict) and entry.get("digest") == digest
+    drawn = same and bool(entry.get("link")) and all((out / entry["link"]).with_suffix(ext).is_file()
+                                                     for ext in (".png", ".svg"))
+    if same and "section" in entry and (drawn or not entry.get("link")):
         return entry
     result = crosstask.rank(ranks)
-    link = _diagram(out, result, digest, entry, redraw) if result else None
+    link = None
+    if result:  # the diagram is drawn again only when the rankings changed or its files are gone
+        link = entry["link"] if drawn else Page(out, INDEX).save(crosstask.diagram(result), "critical-difference.png")
     return {"digest": digest, "link": link, "section": crosstask.section(result, link)}
 
 

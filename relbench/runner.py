@@ -352,8 +352,12 @@ class TaskRun:
         training banks of the data sets its selectors draw anchors from
         (:meth:`~relbench.interfaces.AnchorSelector.pools`). Loads no items; an executor
         encodes them ahead of the units (:mod:`relbench.ray_executor`)."""
+        return [*self._needs(None, ("train", "test")), *self._pool_needs()]
+
+    def _pool_needs(self) -> list[BankNeed]:
+        """The training banks of the anchor pools the task's selectors declare."""
         pools = dict.fromkeys(name for sel in self.task.selectors for name in sel.build().pools())
-        return [*self._needs(None, ("train", "test")), *(n for pool in pools for n in self._needs(pool, ("train",)))]
+        return [need for pool in pools for need in self._needs(pool, ("train",))]
 
     def _needs(self, pool: str | None, splits: tuple[str, ...]) -> list[BankNeed]:
         """The banks of ``splits`` of the task's data set (``pool`` None) or of anchor pool
@@ -487,12 +491,13 @@ class TaskRun:
             return
         self._ahead = {}
         try:
-            pools = [need for need in self.bank_needs() if need.pool is not None]
+            pools = self._pool_needs()
         except Exception:  # noqa: BLE001 - reported by the units that draw from the pool
             pools = []
-        needs = [*self._needs(None, ("train", "test")), *pools]
-        missing = list({need.key: need for need in reversed(needs) if not self.runner.cache.has(need.key)}.values())
-        missing.reverse()  # each bank once (a pool may be the task's own data), in the order of ``needs``
+        unique: dict[str, BankNeed] = {}  # each bank once: a pool may be the task's own data
+        for need in [*self._needs(None, ("train", "test")), *pools]:
+            unique.setdefault(need.key, need)
+        missing = [need for need in unique.values() if not self.runner.cache.has(need.key)]
         for label in dict.fromkeys(need.label for need in missing):
             for need in missing:
                 if need.label != label:
