@@ -92,6 +92,17 @@ def _parser() -> argparse.ArgumentParser:
     lb.add_argument("--output", type=Path, help="results directory (overrides the tasks file)")
     lb.add_argument("--leaderboards", type=Path, help="leaderboards directory (overrides the tasks file)")
 
+    publish = sub.add_parser("publish", help="draw the citable release from a complete store at a clean revision",
+                             description="Redraw every page, the index and results.parquet into the release folder, "
+                                         "after checking that the tasks file is committed, the checkout is clean, the "
+                                         "store holds every unit of every task with none failed, and every row was "
+                                         "computed from committed code. `relbench run` never writes the release.")
+    publish.add_argument("tasks", type=Path, nargs="?", default=Path("tasks.yaml"),
+                         help="the committed tasks file of the release (default tasks.yaml)")
+    publish.add_argument("--output", type=Path, help="results directory (overrides the tasks file)")
+    publish.add_argument("--to", type=Path, help="release folder (default: leaderboards/ at the top of the checkout "
+                                                 "holding the tasks file)")
+
     export = sub.add_parser("export", help="write the current results as one flat table (parquet, csv, jsonl)",
                             description="One row per (unit, metric) with every parameter as its own column; the "
                                         "file loads in pandas or DuckDB without relbench.")
@@ -268,17 +279,17 @@ def _run(args, registry) -> int:
     return EXIT_OK
 
 
-def _render(runner, leaderboards: Path, quiet: bool, redraw: bool = False) -> None:
+def _render(runner, leaderboards: Path, quiet: bool, redraw: bool = False, release: dict | None = None) -> None:
     """Pages of every task of the suite from the store, current identities only
-    (unchanged pages are kept unless ``redraw``)."""
+    (unchanged pages are kept unless ``redraw``; a complete page is never replaced by a
+    partial one)."""
     from relbench.leaderboard import render
 
     runner.only = None
     plans = runner.plans()
     current = {tr.task.name: [u.id for u in tr.plan().units] for tr in plans}
-    drawn = render(runner.store, leaderboards, [tr.task for tr in plans], current, redraw)[1:]
-    _say(quiet, f"wrote the index and {len(drawn)} changed pages to {leaderboards} ({len(plans) - len(drawn)} "
-                f"unchanged)")
+    drawn = render(runner.store, leaderboards, [tr.task for tr in plans], current, redraw, release)[1:]
+    _say(quiet, f"wrote {len(drawn)} changed pages to {leaderboards} ({len(plans) - len(drawn)} kept)")
 
 
 def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
@@ -333,6 +344,18 @@ def _cmd_leaderboard(args, registry) -> int:
     return EXIT_OK
 
 
+def _cmd_publish(args, registry) -> int:
+    from relbench import publish
+
+    suite, runner = _stored_suite(args, registry)
+    folder = (args.to or publish.default_folder(args.tasks)).resolve()
+    release = publish.checkout(args.tasks, folder)
+    release["row_revisions"] = publish.stored(runner)
+    _render(runner, folder, quiet=False, redraw=True, release=release)
+    print(f"published the release of {release['tasks']} at {release['revision']} into {folder}")
+    return EXIT_OK
+
+
 def _cmd_export(args, registry) -> int:
     import pandas as pd
 
@@ -373,7 +396,8 @@ def _dispatch(args) -> int:
     for name in registry.unmatched_disables():
         print(f"relbench: warning: --disable {name!r} matches no plugin package or plugin; nothing was switched "
               f"off for it (see `relbench plugins`).", file=sys.stderr)
-    commands = {"plugins": _cmd_plugins, "run": _cmd_run, "leaderboard": _cmd_leaderboard, "export": _cmd_export}
+    commands = {"plugins": _cmd_plugins, "run": _cmd_run, "leaderboard": _cmd_leaderboard, "export": _cmd_export,
+                "publish": _cmd_publish}
     return commands[args.command](args, registry)
 
 

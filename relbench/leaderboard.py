@@ -14,12 +14,21 @@ page; nothing here recomputes a result.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import shutil
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # Windows: folders are not locked
+    fcntl = None
 
 import numpy as np
 import pandas as pd
@@ -29,7 +38,7 @@ from relbench import __version__, crosstask
 from relbench.cache import atomic_write_bytes
 from relbench.config import Task
 from relbench.errors import OutputNotWritable
-from relbench.export import write
+from relbench.export import flatten, write
 from relbench.identity import fingerprint
 from relbench.interfaces import TaskKind
 from relbench.names import inside
@@ -233,15 +242,6 @@ def suite_provenance(tasks: list[Task]) -> list[tuple[str, str, str, dict]]:
     return out
 
 
-def results_date(store: ResultStore, tasks: list[Task], current: dict[str, list[str]]) -> str | None:
-    """The UTC date (``YYYY-MM-DD``) of the newest result the pages show (None: none)."""
-    times = []
-    for task in tasks:
-        lines = store.read(task.name).units
-        times += [lines[uid].time for uid in current.get(task.name, ()) if uid in lines]
-    return time.strftime("%Y-%m-%d", time.gmtime(max(times))) if times else None
-
-
 def how_to_cite(date: str | None) -> str:
     """The index's citation line: the relbench version and the date of the results."""
     if date is None:
@@ -270,10 +270,18 @@ def _cross_task(out: Path, ranks: dict, entry: Any, redraw: bool) -> dict:
     return {"digest": digest, "link": link, "section": crosstask.section(result, link)}
 
 
-def _write_release(store: ResultStore, path: Path, tasks: list[Task], current: dict[str, list[str]]) -> None:
-    """The current results of every task as one flat parquet table (written whole, then
-    moved into place)."""
-    frames = [store.load(task.name, units=current.get(task.name, [])) for task in tasks]
+def _write_release(store: ResultStore, path: Path, tasks: list[Task], current: dict[str, list[str]],
+                   kept: set[str]) -> None:
+    """The rows of every task's page as one flat parquet table, written whole, then
+    moved into place: a task in ``kept`` (its page was kept, :class:`Holding`) keeps the
+    rows the existing table holds for it, the others are read from the store."""
+    previous = pd.read_parquet(path) if kept and path.is_file() else pd.DataFrame({"task": []})
+    frames = []
+    for task in tasks:
+        if task.name in kept:
+            frames.append(previous[previous["task"] == task.name].astype(object))
+        else:
+            frames.append(flatten(store.load(task.name, units=current.get(task.name, []))).astype(object))
     frames = [f for f in frames if not f.empty]
     partial = path.with_name(f".{path.name}.partial")
     write(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), partial, "parquet")
@@ -288,8 +296,9 @@ def _read_manifest(out: Path) -> dict:
     return manifest if isinstance(manifest, dict) else {}
 
 
-def _draw(store: ResultStore, out: Path, task: Task, units: list[str]) -> dict:
-    """Write one task's page; return its manifest entry (files, index line, ranking)."""
+def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Holding) -> dict:
+    """Write one task's page; return its manifest entry (files, index line, ranking,
+    and :meth:`Holding.record`: what the page was drawn from)."""
     df = store.load(task.name, units=units)
     kind = task.kind.build()
     page = Page(out, task.name, store, metrics={m.label: m.build() for m in task.metrics})
@@ -298,7 +307,7 @@ def _draw(store: ResultStore, out: Path, task: Task, units: list[str]) -> dict:
         atomic_write_bytes(path, (f"# {task.name}\n\n{task.description}\n\n_No results of the current tasks file "
                                   f"yet: run `relbench run` on it. {GENERATED}_\n").encode())
         _remove_stale_figures(page)
-        return {"files": [path.name], "index": None, "ranking": None}
+        return {"files": [path.name], "index": None, "ranking": None, **held.record(store, df)}
     try:
         body = kind.page(df, page)
     except OSError:  # e.g. a full disk: a figure half written is no figure
@@ -309,14 +318,14 @@ def _draw(store: ResultStore, out: Path, task: Task, units: list[str]) -> dict:
         body = claims_section(kind, df, task.claims, page.metrics) + "\n" + body
     if task.published:
         body += published_section(kind, df, task.published)
-    head = (f"# {task.name}\n\n" + (f"{task.description}\n\n" if task.description else "") + provenance(df)
-            + "\n" + protocol_section(task, df))
+    head = (f"# {task.name}\n\n" + held.banner() + (f"{task.description}\n\n" if task.description else "")
+            + provenance(df) + "\n" + protocol_section(task, df))
     atomic_write_bytes(path, (head + "\n" + body).encode())
     _remove_stale_figures(page)
     headline = page.headline or kind.headline(df)
     if headline:
         ref = headline.get("reference", np.nan)
-        gap = ref - headline["score"] if not math.isnan(ref) else np.nan
+        gap = reference_gap(headline["score"], ref, directions(df).get(headline["metric"], "neutral"))
         interval = headline.get("interval") or (np.nan, np.nan)
         score = (f"{fmt(headline['score'])} {fmt_interval(*interval)}" if np.isfinite(interval).all()
                  else fmt(headline["score"], headline.get("std")))
@@ -325,21 +334,128 @@ def _draw(store: ResultStore, out: Path, task: Task, units: list[str]) -> dict:
     else:
         line = [f"[{task.name}]({task.name}.md)", kind.name, "see page", "", "", "", ""]
     files = [path.name, *(str(f.relative_to(out)) for f in page.written)]
-    return {"files": files, "index": line, "ranking": kind.ranking(df) or None}
+    return {"files": files, "index": line, "ranking": kind.ranking(df) or None, **held.record(store, df)}
+
+
+def reference_gap(score: float, reference: float, direction: str) -> float:
+    """How far a task's best score is from its reference, positive when the reference is
+    better in the metric's ``direction`` (NaN without a reference)."""
+    if math.isnan(reference):
+        return np.nan
+    return score - reference if direction == "lower" else reference - score
+
+
+@dataclass(frozen=True)
+class Holding:
+    """How much of a task's current plan a results store holds: ``stored`` of its
+    ``units`` units (a failed unit counts: it is a result the page shows), and the time
+    of the newest.
+
+    The rule that keeps published pages safe: a page drawn from a complete store is
+    replaced only by a drawing from a complete store. A run that is interrupted, or a
+    fresh clone whose store is empty, leaves such a page, its figures and its rows in
+    ``results.parquet`` as they are; a task that has no complete page yet gets a page
+    marked partial."""
+
+    stored: int
+    units: int
+    newest: float | None
+    #: the digest of the plan's unit ids (what the tasks file asks for)
+    plan: str
+
+    @classmethod
+    def of(cls, store: ResultStore, task: str, units: list[str]) -> Holding:
+        """What ``store`` holds of ``units`` (the task's current plan)."""
+        lines = store.read(task).units
+        times = [lines[uid].time for uid in units if uid in lines]
+        return cls(len(times), len(units), max(times) if times else None, plan_digest(units))
+
+    @property
+    def complete(self) -> bool:
+        """Whether every unit of the plan is stored."""
+        return self.stored == self.units
+
+    def banner(self) -> str:
+        """The warning a partial page opens with (nothing for a complete one)."""
+        if self.complete:
+            return ""
+        return (f"> **Partial results:** the store holds {self.stored} of this task's {self.units} units; every "
+                f"number below will change when the rest are computed (run the same command again). Not for "
+                f"citation.\n\n")
+
+    def record(self, store: ResultStore, df: pd.DataFrame) -> dict:
+        """The manifest's account of a drawing: complete or not, from which store and
+        revisions, and the newest result's time."""
+        return {"complete": self.complete, "stored": self.stored, "units": self.units, "store": str(store.root),
+                "revisions": _values(df, "git"), "newest": self.newest, "plan": self.plan}
+
+
+def published(entry: Any) -> bool:
+    """Whether a manifest entry is a page drawn from a complete store (entries written
+    before completeness was recorded count as complete when they hold results)."""
+    return isinstance(entry, dict) and bool(entry.get("complete", entry.get("index") is not None))
+
+
+def plan_digest(units: list[str]) -> str:
+    """The digest of a task's plan: its unit ids, whatever their order."""
+    return fingerprint({"units": sorted(units)})
+
+
+def shown(entry: dict, plan: list[str], out: Path, task: str) -> bool:
+    """Whether a page shows the units of ``plan`` (the tasks file's current plan of
+    ``task``): an edited tasks file makes a page stale even when no store holds the new
+    plan yet. Pages drawn before plans were recorded are checked against the units of
+    ``results.parquet``."""
+    if "plan" in entry:
+        return entry["plan"] == plan_digest(plan)
+    try:
+        rows = pd.read_parquet(out / RELEASE, columns=["task", "unit"])
+    except (OSError, ValueError, KeyError, ImportError):
+        return False
+    return set(rows.loc[rows["task"] == task, "unit"]) == set(plan)
+
+
+def origin(entry: dict) -> str:
+    """The index's *drawn from* cell: complete or partial, and the revisions of the rows."""
+    revisions = ", ".join(entry.get("revisions") or []) or "?"
+    if "complete" not in entry:
+        return "drawn before completeness was recorded"
+    if entry["complete"]:
+        return f"complete ({entry.get('units', '?')} units), git {revisions}"
+    return f"**partial** ({entry.get('stored', '?')} of {entry.get('units', '?')} units), git {revisions}"
+
+
+#: the index's opening for pages that are not a release (``relbench run``'s own folder)
+NOT_A_RELEASE = ("**Not a release: not for citation.** These pages show the results store of a local run "
+                 "(`relbench run`); a smoke or partial suite's numbers are not the benchmark's. The citable "
+                 "tables are those drawn by `relbench publish` from a complete store at a clean revision.\n")
+
+
+def release_section(release: dict) -> str:
+    """The index's statement of where a release comes from (:mod:`relbench.publish`)."""
+    return (f"**Release.** Drawn by `relbench publish` at git revision `{release['revision']}` (clean tree) from "
+            f"`{release['tasks']}` (sha256 `{release['tasks_sha256'][:16]}`), with every unit of every task "
+            f"stored; the rows come from revisions {', '.join(f'`{r}`' for r in release['row_revisions'])}.\n")
 
 
 def render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, list[str]],
-           redraw: bool = False) -> list[Path]:
-    """Write one page per task and the index; return the pages drawn (the index first).
+           redraw: bool = False, release: dict | None = None) -> list[Path]:
+    """Write one page per task and the index; return the pages drawn (the index first
+    when it was written).
 
     ``current`` maps a task to the unit ids of the current tasks file (its plan, in
     plan order: rows reach the pages in that order); stored lines of other identities
-    are history and never shown. Unless ``redraw``, a
-    page whose inputs (:func:`_digest`) and files are unchanged since it was drawn is
-    not drawn again (``relbench leaderboard`` redraws every page, e.g. after the page
-    code changed)."""
+    are history and never shown. Unless ``redraw``, a page whose inputs
+    (:func:`_digest`) and files are unchanged since it was drawn is not drawn again
+    (``relbench leaderboard`` redraws every page, e.g. after the page code changed). A
+    page drawn from a complete store is never replaced by a partial one
+    (:class:`Holding`); a rendering that draws no page writes nothing. ``release``: the
+    provenance of a release (:mod:`relbench.publish`); without it the index says the
+    pages are not one. The folder is locked while it is written, so runs that share it
+    write it one after the other."""
     try:
-        return _render(store, out, tasks, current, redraw)
+        with folder_lock(out):
+            return _render(store, out, tasks, current, redraw, release)
     except OSError as exc:
         raise OutputNotWritable(
             f"cannot write the leaderboards folder {out} ({exc.strerror or exc}); the results store is untouched and "
@@ -347,47 +463,78 @@ def render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, 
             f"then run `relbench leaderboard`.") from None
 
 
+@contextlib.contextmanager
+def folder_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``folder`` itself (created if missing) for the
+    block: no lock file is left in a published folder, and the system releases the lock
+    when its holder ends, however it ends. Where ``fcntl`` is missing nothing is locked."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
 def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, list[str]],
-            redraw: bool) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
+            redraw: bool, release: dict | None) -> list[Path]:
     _remove_stale_pages(out, {task.name for task in tasks})
     manifest = _read_manifest(out)
-    entries, written = {}, []
+    entries, written, kept = {}, [], set()
     for task in tasks:
         units = [*current.get(task.name, ()), TASK_ERROR]
+        plan = list(current.get(task.name, ()))
+        held = Holding.of(store, task.name, plan)
         digest = _digest(store, task, units)
         entry = manifest.get(task.name)
-        if redraw or not (isinstance(entry, dict) and entry.get("digest") == digest
-                and all((out / f).is_file() for f in entry.get("files", []))):
-            entry = {"digest": digest, **_draw(store, out, task, units)}
+        files_there = isinstance(entry, dict) and all((out / f).is_file() for f in entry.get("files", []))
+        if files_there and not held.complete and published(entry) and shown(entry, plan, out, task.name):
+            kept.add(task.name)  # a complete page of this plan stays until a complete store replaces it
+        elif redraw or not (files_there and entry.get("digest") == digest):
+            entry = {"digest": digest, **_draw(store, out, task, units, held)}
             written.append(out / f"{task.name}.md")
         entries[task.name] = entry
-    index_rows = [e["index"] for e in entries.values() if e.get("index")]
+    index = out / "README.md"
+    before = {name for name in manifest if not name.startswith("_")}
+    if not (written or release) and before == set(entries) and index.is_file() \
+            and (out / MANIFEST).is_file():
+        return []  # nothing drawn: the folder stays as it is, byte for byte
+    index_rows = [[*e["index"], origin(e)] for e in entries.values() if e.get("index")]
     ranks = {name: e["ranking"] for name, e in entries.items() if e.get("ranking")}
+    newest = [e["newest"] for e in entries.values() if isinstance(e.get("newest"), (int, float))]
+    date = time.strftime("%Y-%m-%d", time.gmtime(max(newest))) if newest else None
     lines = ["# relbench leaderboards\n",
              "Generated by `relbench leaderboard` from the results store (only results of the current tasks "
              "file); do not edit by hand. Each task's page says how its scores are aggregated.\n",
-             how_to_cite(results_date(store, tasks, current)),
+             (how_to_cite(date) + "\n" + release_section(release)) if release else NOT_A_RELEASE,
              f"Where every data set and model comes from, its licence and how to cite it: "
              f"[{SOURCES}]({SOURCES}).\n",
              "## Tasks\n",
              "*best score*: with its 95 % interval where the task's page computes one (otherwise ± std over "
-             "seeds); the page shows which other combinations are indistinguishable from it.\n",
+             "seeds); the page shows which other combinations are indistinguishable from it. *reference*: the "
+             "score the task's page compares with (for stitching, the target encoder's own head); *gap*: how far "
+             "the best score falls short of it in the metric's better direction. *drawn from*: whether the store "
+             "held every unit of the task's plan when its page was drawn (a complete page is replaced only by "
+             "another complete one), and the git revisions of its rows.\n",
              tabulate(index_rows, headers=["task", "kind", "best combination", "metric", "best score",
-                                           "reference", "gap"], tablefmt="pipe", disable_numparse=True)]
+                                           "reference", "gap", "drawn from"], tablefmt="pipe",
+                      disable_numparse=True)]
     if ranks:
         entries[DIAGRAM] = _cross_task(out, ranks, manifest.get(DIAGRAM), redraw)
         lines.append(entries[DIAGRAM]["section"])
-    release = {name: entry["digest"] for name, entry in entries.items() if not name.startswith("_")}
-    if redraw or manifest.get(RELEASE_ENTRY) != release or not (out / RELEASE).is_file():
-        _write_release(store, out / RELEASE, tasks, current)
-    entries[RELEASE_ENTRY] = release
+    digests = {name: entry["digest"] for name, entry in entries.items() if not name.startswith("_")}
+    if redraw or manifest.get(RELEASE_ENTRY) != digests or not (out / RELEASE).is_file():
+        _write_release(store, out / RELEASE, tasks, current, kept)
+    entries[RELEASE_ENTRY] = digests
     lines.append(f"\n## The results behind these pages\n\n[{RELEASE}]({RELEASE}): every result row the pages "
                  f"show, one per unit and metric, flat (one column per parameter), with its provenance (command, "
                  f"git revision, packages, device, environment, time) and each cell's per-sample predictions "
                  f"(`per_sample.*`, base64; `relbench.samples.read_predictions` decodes them), so an interval or a "
                  f"new metric can be recomputed without running anything. `pandas.read_parquet` reads it.\n")
-    index = out / "README.md"
     atomic_write_bytes(index, ("\n".join(lines) + "\n").encode())
     atomic_write_bytes(out / SOURCES, sources_page(suite_provenance(tasks)).encode())
     atomic_write_bytes(out / MANIFEST, json.dumps(entries, indent=1, default=str).encode())

@@ -127,9 +127,14 @@ def test_index_says_how_to_cite_with_version_and_results_date(registry, cli_main
 
     from relbench import __version__
 
+    from relbench.leaderboard import render
+
     path = write_yaml(TASKS)
     runner, _ = _run(registry, path)
-    assert cli_main(["leaderboard", str(path)]) == 0
+    plans = runner.plans()
+    release = {"revision": "abc1234", "tasks": "tasks.yaml", "tasks_sha256": "0" * 64, "row_revisions": ["abc1234"]}
+    render(runner.store, path.parent / "boards", [tr.task for tr in plans],
+           {tr.task.name: [u.id for u in tr.plan().units] for tr in plans}, release=release)
     index = (path.parent / "boards" / "README.md").read_text()
     newest = max(e.time for e in runner.store.read("blobs").units.values())
     assert f"*relbench {__version__}, results of {clock.strftime('%Y-%m-%d', clock.gmtime(newest))}*" in index
