@@ -6,7 +6,7 @@ setup:
 	./scripts/setup.sh
 
 run: setup
-	.venv/bin/relbench run tasks.yaml
+	.venv/bin/relbench run tasks.yaml -j auto
 
 quick: setup
 	.venv/bin/relbench run tasks/quick.yaml

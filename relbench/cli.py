@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from relbench import __version__
@@ -21,11 +22,30 @@ from relbench.errors import ConfigError, UserError
 EXIT_OK, EXIT_FAILURES, EXIT_USER, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
+#: the memory one ``-j`` worker may need: the largest task's measured peak (about 2.1 GB) and room
+WORKER_BYTES = int(2.5e9)
+
+
+def auto_jobs(cores: int | None = None, available: int | None = None) -> int:
+    """``-j auto``: one worker per CPU core, as many as the available memory holds at
+    :data:`WORKER_BYTES` each, at least one."""
+    cores = cores or os.cpu_count() or 1
+    if available is None:
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, OSError, ValueError):  # no sysconf (Windows): cores alone
+            available = cores * WORKER_BYTES
+    return max(1, min(cores, available // WORKER_BYTES))
+
+
 def _jobs(text: str) -> int:
+    if text == "auto":
+        return auto_jobs()
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of worker processes, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected `auto` or a whole number of worker processes, got "
+                                         f"{text[:40]!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected 0 (one per CPU core) or a positive number, got {value}")
     return value
@@ -65,8 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-leaderboard", action="store_true", help="do not render leaderboards after the run")
     run.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     run.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
-                     help="run tasks in N worker processes (0: one per CPU core); tasks over the same data set "
-                          "stay in one worker so each embedding is computed once (default 1)")
+                     help="run tasks in N worker processes (0: one per CPU core; auto: one per core, as many as "
+                          "the available memory holds at 2.5 GB each); tasks over the same data set stay in one "
+                          "worker so each embedding is computed once (default 1; `make run` uses auto)")
     run.add_argument("--executor", choices=["local", "ray"],
                      help="where units are computed: this machine (local, with -j N worker processes) or a Ray "
                           "instance (ray: `pip install 'relbench[ray]'`); default suite.executor, else local")
@@ -238,6 +259,9 @@ def _run(args, registry) -> int:
                     command=command)
     if args.dry_run:
         return _dry_run(runner, args.json)
+    from relbench.progress import opening
+
+    _say(args.quiet, opening(runner.tasks(), suite.file))
     if not args.no_leaderboard:
         ensure_writable_dir(leaderboards, "The leaderboards directory",
                             "`suite.leaderboards` in the tasks file or `relbench run --leaderboards DIR`")
@@ -249,7 +273,9 @@ def _run(args, registry) -> int:
     if executor == "ray" and args.jobs != 1:
         raise UserError("-j N starts local worker processes and --executor ray schedules on Ray's workers; choose "
                         "one (Ray uses every CPU of its cluster).")
-    if executor == "local" and jobs > 1 and len(runner.tasks()) > 1:
+    parallel = executor == "local" and jobs > 1 and len(runner.tasks()) > 1
+    _announce(runner, jobs if parallel else 1, args.quiet)
+    if parallel:
         return _run_jobs(args, suite, runner, jobs, command)
     interrupted = False
     try:
@@ -265,18 +291,40 @@ def _run(args, registry) -> int:
     _say(args.quiet, "\n" + _summary(stats))
     if stats.not_achievable:
         _say(args.quiet, f"{stats.not_achievable} cells are not achievable by design (recorded as such).")
-    if not args.no_leaderboard:
-        _render(runner, leaderboards, args.quiet)
     if interrupted:
         print(f"\ninterrupted: {stats.units_done} units finished in this run are stored in {runner.store.root}; "
-              f"run the same command again to resume.", file=sys.stderr)
+              f"run the same command again to resume (`relbench leaderboard` draws pages from what is stored).",
+              file=sys.stderr)
         return EXIT_INTERRUPTED
+    if not args.no_leaderboard:
+        _render(runner, leaderboards, args.quiet)
     if stats.failures:
         print(f"\n{len(stats.failures)} failures:", file=sys.stderr)
         for failure in stats.failures:
             print(f"  - {failure.splitlines()[0]}", file=sys.stderr)
         return EXIT_FAILURES
     return EXIT_OK
+
+
+def _announce(runner, jobs: int, quiet: bool) -> None:
+    """Say what the run will compute and how long its units should take (every task is
+    planned here, so user errors still stop the run before any work)."""
+    from relbench.leaderboard import RELEASE
+    from relbench.progress import estimate
+    from relbench.publish import default_folder
+
+    plans = runner.plans()
+    todo = {tr.task.name: len(tr.plan().todo) for tr in plans}
+    keys = set()
+    for tr in plans:
+        if todo[tr.task.name]:
+            try:
+                keys |= {need.key for need in tr.bank_needs()}
+            except UserError:  # a pool that cannot be listed is the units' error, reported by them
+                pass
+    encodings = sum(not runner.cache.has(key) for key in keys)
+    release = default_folder(runner.suite.file) / RELEASE
+    _say(quiet, estimate(runner.store, todo, encodings, jobs, release))
 
 
 def _render(runner, leaderboards: Path, quiet: bool, redraw: bool = False, release: dict | None = None) -> None:
@@ -310,7 +358,14 @@ def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
     runs = {tr.task.name: tr for tr in runner.plans()}
     data = {t.dataset.name for t in todo}
     encoded = frozenset(d for d in data if all(runs[t.name].pools_cached() for t in todo if t.dataset.name == d))
-    code = run_parallel(suite, todo, jobs, extra, command, args.quiet, weights, encoded) if todo else EXIT_OK
+    ids, start = {t.name: {u.id for u in plans[t.name].todo} for t in todo}, time.time()
+
+    def stored() -> int:  # the workers store their units (computed or failed): count those of this run
+        return sum(sum(uid in lines and lines[uid].time >= start for uid in ids[name])
+                   for name in ids for lines in [runner.store.read(name).units])
+
+    units = (sum(map(len, ids.values())), stored)
+    code = run_parallel(suite, todo, jobs, extra, command, args.quiet, weights, encoded, units) if todo else EXIT_OK
     if not args.no_leaderboard and code != EXIT_INTERRUPTED:
         _render(runner, suite.leaderboards, args.quiet)
     if code == EXIT_INTERRUPTED:

@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only for annotations: a worker imports this module before anything heavy
@@ -38,8 +39,9 @@ if TYPE_CHECKING:  # only for annotations: a worker imports this module before a
 
 #: Environment variable through which a worker learns the command the user typed.
 COMMAND_ENV = "RELBENCH_RUN_COMMAND"
-#: Seconds interrupted workers get to stop on their own, then seconds terminated ones get to end.
-STOP_GRACE, KILL_GRACE = 10.0, 2.0
+#: Seconds interrupted workers get to stop on their own, then seconds terminated ones get to end:
+#: Ctrl-C ends a run within 2 s. A unit cut short is not stored; one stored is whole (one write).
+STOP_GRACE, KILL_GRACE = 1.0, 0.5
 #: ``prctl`` option: the signal the kernel sends this process when its parent dies (linux/prctl.h).
 PR_SET_PDEATHSIG = 1
 
@@ -83,7 +85,7 @@ def next_ready(pending: list[Task], leaders: dict[str, str], done_leaders: set[s
 
 def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[str], command: str,
                  quiet: bool = False, weights: dict[str, float] | None = None,
-                 encoded: frozenset[str] = frozenset()) -> int:
+                 encoded: frozenset[str] = frozenset(), units: tuple[int, Callable[[], int]] | None = None) -> int:
     """Run ``tasks`` (in file order) in up to ``jobs`` worker processes, one task per
     worker, heaviest first by ``weights`` (seconds, :func:`estimated_seconds`; default:
     the grid's weight; a data set's leader counts with the tasks that wait for it), each
@@ -95,9 +97,11 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
     ``--output``, ``-q``; switched-off and extra plugins travel in the environment);
     ``command`` is what the workers record as the command that produced their rows.
     Each worker's messages are kept in a log and shown when it ends (with ``quiet``,
-    only failures are); a bar counts finished tasks meanwhile.
+    only failures are). ``units``: the units to compute and a function counting those
+    stored so far, for the suite bar (:class:`relbench.progress.SuiteBar`), which also
+    names the running tasks; without it the bar counts tasks.
     """
-    from relbench.interfaces import progress_bar
+    from relbench.progress import SuiteBar
 
     weights = weights or {t.name: float(grid_weight(t)) for t in tasks}
     leaders: dict[str, str] = {}
@@ -114,7 +118,10 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
     running: list[tuple[subprocess.Popen, Task, Path]] = []
     worst = 0
     logdir = Path(tempfile.mkdtemp(prefix="relbench-jobs-"))
-    bar = progress_bar(total=len(tasks), desc=f"tasks ({jobs} workers)", leave=True)
+    total, stored = units or (len(tasks), None)
+    suite_bar = SuiteBar(total, quiet, f"suite ({jobs} workers)")
+    bar = suite_bar.bar
+    ended = 0
 
     def say(message: str, failure: bool = False) -> None:
         if failure or not quiet:
@@ -137,12 +144,14 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
                 running.append((proc, task, log))
                 say(f"worker {proc.pid}: {task.name}")
             time.sleep(0.5)
+            suite_bar.reach(stored() if stored else ended)
+            suite_bar.task(", ".join(t.name for _, t, _ in running))
             for item in list(running):
                 proc, task, log = item
                 if proc.poll() is None:
                     continue
                 running.remove(item)
-                bar.update(1)
+                ended += 1
                 if leaders[task.dataset.name] == task.name:
                     done_leaders.add(task.dataset.name)
                 code = proc.returncode
@@ -159,7 +168,7 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
         _stop([proc for proc, _, _ in running])
         return 130
     finally:
-        bar.close()
+        suite_bar.close()
     if worst == 0:
         shutil.rmtree(logdir, ignore_errors=True)  # kept when something failed, for its full log
     else:

@@ -46,6 +46,7 @@ from relbench.interfaces import (
     progress_bar,
 )
 from relbench.plugins import Registry
+from relbench.progress import SuiteBar
 from relbench.protocol import Draw, draw
 from relbench.results import ResultStore, environment, git_revision
 from relbench.sharing import SharedWork
@@ -648,6 +649,7 @@ class TaskRun:
         plan = self.plan()
         plan.done.add(planned.id)
         self.runner.stats.units_done += 1
+        self.runner.bar.advance()
         if planned.id in plan.stale:
             self.runner.stats.recomputed[", ".join(_shorten(plan.stale[planned.id]))] += 1
         self.runner.stats.not_achievable += sum(r.status == "not_achievable" for r in rows)
@@ -695,6 +697,8 @@ class Runner:
         self.run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
         self._datasets: dict[str, DatasetData] = {}
         self._task_runs: dict[str, TaskRun] = {}  # planned tasks, kept for the pages drawn after the run
+        #: the suite-level bar (:class:`relbench.progress.SuiteBar`), made by :meth:`run`
+        self.bar = SuiteBar(0, quiet=True)
         self.command = command or "relbench run " + str(suite.file)
 
     def say(self, message: str) -> None:
@@ -796,6 +800,14 @@ class Runner:
         plans = self.plans()  # user errors before anything is written
         self.store.ensure_writable()
         self.cache.ensure_writable()
+        self.bar = SuiteBar(sum(len(tr.plan().todo) for tr in plans), self.quiet)
+        try:
+            self._run(plans)
+        finally:
+            self.bar.close()
+        return self.stats
+
+    def _run(self, plans: list[TaskRun]) -> None:
         waiting = []
         for task_run in plans:
             with self.store.lock(task_run.task.name, wait=False) as held:
@@ -810,7 +822,6 @@ class Runner:
             with self.store.lock(task_run.task.name, wait=True):
                 task_run.replan()
                 self.compute(task_run)
-        return self.stats
 
     def todo(self, task_run: TaskRun) -> list[PlannedUnit]:
         """The task's units still to compute, counting the others as reused; a task with
@@ -830,6 +841,7 @@ class Runner:
             return
         t0 = time.perf_counter()
         self.say(f"== task {task.name} ({task.kind.label}): {len(todo)} of {len(plan.units)} units to compute ==")
+        self.bar.task(task.name)
         try:
             task_run.kind.run(task_run)
         except KeyboardInterrupt:
