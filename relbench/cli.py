@@ -369,7 +369,9 @@ def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
     if not args.no_leaderboard and code != EXIT_INTERRUPTED:
         _render(runner, suite.leaderboards, args.quiet)
     if code == EXIT_INTERRUPTED:
-        print("\ninterrupted: finished units are stored; run the same command again to resume.", file=sys.stderr)
+        print(f"\ninterrupted: {stored() if todo else 0} units finished in this run are stored in "
+              f"{runner.store.root}; run the same command again to resume (`relbench leaderboard` draws pages from "
+              f"what is stored).", file=sys.stderr)
     return code
 
 

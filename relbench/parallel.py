@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # only for annotations: a worker imports this module before a
 COMMAND_ENV = "RELBENCH_RUN_COMMAND"
 #: Seconds interrupted workers get to stop on their own, then seconds terminated ones get to end:
 #: Ctrl-C ends a run within 2 s. A unit cut short is not stored; one stored is whole (one write).
-STOP_GRACE, KILL_GRACE = 1.0, 0.5
+STOP_GRACE, KILL_GRACE = 0.75, 0.5
 #: ``prctl`` option: the signal the kernel sends this process when its parent dies (linux/prctl.h).
 PR_SET_PDEATHSIG = 1
 
