@@ -307,7 +307,7 @@ def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Hol
         atomic_write_bytes(path, (f"# {task.name}\n\n{task.description}\n\n_No results of the current tasks file "
                                   f"yet: run `relbench run` on it. {GENERATED}_\n").encode())
         _remove_stale_figures(page)
-        return {"files": [path.name], "index": None, "ranking": None, **held.record(store, df)}
+        return {"files": [path.name], "index": None, "ranking": None, **held.record(store, df, out)}
     try:
         body = kind.page(df, page)
     except OSError:  # e.g. a full disk: a figure half written is no figure
@@ -334,7 +334,7 @@ def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Hol
     else:
         line = [f"[{task.name}]({task.name}.md)", kind.name, "see page", "", "", "", ""]
     files = [path.name, *(str(f.relative_to(out)) for f in page.written)]
-    return {"files": files, "index": line, "ranking": kind.ranking(df) or None, **held.record(store, df)}
+    return {"files": files, "index": line, "ranking": kind.ranking(df) or None, **held.record(store, df, out)}
 
 
 def reference_gap(score: float, reference: float, direction: str) -> float:
@@ -383,10 +383,14 @@ class Holding:
                 f"number below will change when the rest are computed (run the same command again). Not for "
                 f"citation.\n\n")
 
-    def record(self, store: ResultStore, df: pd.DataFrame) -> dict:
-        """The manifest's account of a drawing: complete or not, from which store and
-        revisions, and the newest result's time."""
-        return {"complete": self.complete, "stored": self.stored, "units": self.units, "store": str(store.root),
+    def record(self, store: ResultStore, df: pd.DataFrame, out: Path) -> dict:
+        """The manifest's account of a drawing into ``out``: complete or not, from which
+        store (relative to the folder above ``out`` when inside it) and revisions, and the
+        newest result's time."""
+        root = Path(os.path.abspath(store.root))
+        base = Path(os.path.abspath(out)).parent
+        where = root.relative_to(base).as_posix() if root.is_relative_to(base) else str(root)
+        return {"complete": self.complete, "stored": self.stored, "units": self.units, "store": where,
                 "revisions": _values(df, "git"), "newest": self.newest, "plan": self.plan}
 
 
@@ -420,9 +424,10 @@ def origin(entry: dict) -> str:
     revisions = ", ".join(entry.get("revisions") or []) or "?"
     if "complete" not in entry:
         return "drawn before completeness was recorded"
+    where = f"`{entry.get('store', '?')}`, git {revisions}"
     if entry["complete"]:
-        return f"complete ({entry.get('units', '?')} units), git {revisions}"
-    return f"**partial** ({entry.get('stored', '?')} of {entry.get('units', '?')} units), git {revisions}"
+        return f"complete ({entry.get('units', '?')} units) in {where}"
+    return f"**partial** ({entry.get('stored', '?')} of {entry.get('units', '?')} units) in {where}"
 
 
 #: the index's opening for pages that are not a release (``relbench run``'s own folder)

@@ -103,7 +103,7 @@ def test_a_task_without_a_complete_page_gets_one_marked_partial(cli_main, write_
     page = (tmp_path / "boards" / "blobs.md").read_text()
     assert "**Partial results:** the store holds 1 of this task's 8 units" in page
     index = (tmp_path / "boards" / "README.md").read_text()
-    assert "**partial** (1 of 8 units)" in index and "Not a release: not for citation" in index
+    assert "**partial** (1 of 8 units) in `results`, git " in index and "Not a release: not for citation" in index
     assert "How to cite" not in index
 
 
