@@ -68,7 +68,7 @@ import yaml
 from relbench.errors import ConfigError, UnknownPlugin
 from relbench.names import RESERVED_NAMES, valid_task_name
 from relbench.plugins import Registry, did_you_mean, provider_of
-from relbench.protocol import MAX_VALIDATION, EvaluationProtocol
+from relbench.protocol import MAX_VALIDATION, EvaluationProtocol, check_similarities
 
 SUITE_KEYS = {"seeds", "device", "num_anchors", "batch_size", "metrics", "output", "leaderboards", "cache_dir",
               "protocol", "executor"}
@@ -619,6 +619,7 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
                 published=[dict(e) for e in published], claims=[dict(c) for c in claims],
                 protocol=settings.get("protocol", EvaluationProtocol()))
     try:
+        check_similarities(task)
         kind.build().validate(task)
     except ValueError as exc:
         raise where.error(str(exc)) from None

@@ -422,12 +422,31 @@ class Similarity(Plugin, ABC):
     The runner makes one copy per bank and calls :meth:`fit` on that bank's training
     embeddings (for statistics such as per-dimension moments or a covariance), then
     :meth:`project` as often as needed.
+
+    A similarity whose projection of a row depends on the *other* rows projected with it
+    (statistics of the batch, e.g. the evaluated test split) must say so with
+    :meth:`transductive`: the inductive protocol refuses it when the tasks file is
+    validated, and under the transductive protocol its result rows record it.
     """
 
     interface: ClassVar[str] = "similarity"
 
     def fit(self, X: torch.Tensor) -> None:
         """Fit per-bank statistics on the training embeddings (default: none)."""
+
+    def transductive(self) -> bool:
+        """True when, with these parameters, :meth:`project` of a row depends on the
+        other rows of ``X`` (statistics of the projected batch rather than of the
+        :meth:`fit` data), so that a test prediction depends on the other test samples.
+        Default False: a row's projection depends on that row, the anchors and the fit
+        alone."""
+        return False
+
+    def inductive_alternative(self) -> str:
+        """For a :meth:`transductive` configuration: the parameters that make it
+        inductive, as a tasks file writes them (e.g. ``statistics: train``), quoted by
+        the inductive protocol's refusal; "" when it has none (default)."""
+        return ""
 
     @abstractmethod
     def project(self, X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:

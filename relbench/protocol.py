@@ -11,16 +11,24 @@ constants are chosen on). Test samples are only ever predicted and scored.
 Draws depend on the labels and the seed only, so they are the same on every machine;
 different seeds draw different samples (the pool is shared, each sample is encoded
 once per encoder).
+
+Under the ``inductive`` evaluation no prediction may depend on other test samples: a
+similarity that declares itself transductive (:meth:`relbench.interfaces.Similarity.
+transductive`, e.g. one normalising with the statistics of the projected batch) is
+refused when the tasks file is validated (:func:`check_similarities`).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from relbench.sampling import stratified_split, stratified_subsample
+
+if TYPE_CHECKING:
+    from relbench.config import Task
 
 #: the fraction of a seed's training draw held out for validation when the tasks file
 #: does not say (a common choice; ≥ 1,000 validation samples at the suite's 5,000)
@@ -52,6 +60,26 @@ class EvaluationProtocol:
     def identity(self) -> dict[str, Any]:
         """What enters every unit's fingerprint."""
         return asdict(self)
+
+
+def check_similarities(task: Task) -> None:
+    """Refuse, under the inductive protocol, a similarity of ``task``'s grid that
+    declares itself :meth:`~relbench.interfaces.Similarity.transductive`: a
+    ``ValueError`` naming the task, the similarity and the two ways out (the
+    similarity's own inductive parameters, when it has some, or the transductive
+    protocol)."""
+    if task.protocol.evaluation != "inductive":
+        return
+    for spec in task.similarities:
+        similarity = spec.build()
+        if not similarity.transductive():
+            continue
+        alternative = similarity.inductive_alternative()
+        own = f"give it `params: {{{alternative}}}` (its inductive setting)" if alternative else "choose another one"
+        raise ValueError(f"task {task.name!r}: similarity {spec.label!r} is transductive (a test sample's "
+                         f"prediction depends on the other test samples), which the task's inductive protocol "
+                         f"refuses. Either {own}, or set `protocol: {{evaluation: transductive}}` in the task (its "
+                         f"rows are then marked transductive).")
 
 
 @dataclass(frozen=True)

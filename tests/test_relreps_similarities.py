@@ -169,3 +169,20 @@ def test_parameter_validation():
         RobustCosine(statistics="running")
     with pytest.raises(RuntimeError):
         RobustCosine().project(torch.randn(3, 2), torch.randn(2, 2))
+
+
+def test_every_builtin_similarity_declares_whether_a_row_depends_on_the_other_rows(registry):
+    """A similarity is transductive exactly when projecting a row alone differs from
+    projecting it among other rows; every built-in one says which it is."""
+    X, others = _bank(seed=0, n=60), _bank(seed=3, n=60) * 2.0 + 1.0
+    anchors = X[:10]
+    sims = [reg.cls() for reg in registry.by_interface["similarity"].values()] + [RobustCosine(statistics="batch")]
+    assert {s.name for s in sims} >= {"cosine", "angular", "euclidean", "l1", "concat", "vq-cosine", "robust-cosine",
+                                      "wip"}
+    for sim in sims:
+        sim.fit(X)
+        alone = sim.project(X[20:30], anchors)
+        among = sim.project(torch.cat([X[20:30], others]), anchors)[:10]
+        depends = not torch.allclose(alone, among, atol=1e-9)
+        assert sim.transductive() == depends, (sim.name, sim.params())
+    assert RobustCosine(statistics="batch").inductive_alternative() == "statistics: train"

@@ -16,6 +16,10 @@ A regularizer that compares banks (``needs_partner_banks``: PARAM's losses) is g
 training-split relative features of every other encoder the unit does not hold out; its
 rows say so (``needs_both_spaces``, ``partner_banks``), as Procrustes' rows do. Under
 ``protocol: held-out`` the evaluated encoder is never among them.
+
+Rows also record the protocol's ``evaluation`` and, as a boolean, whether the unit's
+similarity is transductive (``transductive_similarity``: a prediction depends on the
+other test samples; only a transductive protocol accepts one).
 """
 
 from __future__ import annotations
@@ -270,6 +274,7 @@ class Stitching(TaskKind):
                          "partner_banks": sorted(partners),
                          "role": "reference" if cls.diagonal_only or not cls.uses_anchors else "method",
                          "evaluation": protocol.evaluation, "samples": sizes, "tuned": choice.record(),
+                         "transductive_similarity": bool(sim_spec and sim_spec.build().transductive()),
                          "anchors": len(anchors) if anchors is not None else 0, **(anchors.info if anchors else {})}
                 reports = {lbl: banks["test"][lbl].report for lbl in (target, *sources) if banks["test"][lbl].report}
                 if reports:

@@ -42,8 +42,9 @@ class RobustCosine(Similarity):
         test row's features depend on the other test rows: the relative decoder projects
         a whole split at once (the source's test split when predicting), and training
         with an adapter projects every minibatch separately (per-minibatch statistics
-        while training, per-split statistics when predicting). Never the default; choose
-        it only for a transductive protocol.
+        while training, per-split statistics when predicting). Never the default; it
+        declares itself :meth:`transductive`, so the inductive protocol refuses it and
+        only ``protocol: {evaluation: transductive}`` accepts it.
     eps : float, default 1e-5
         Added to the standard deviation (BatchNorm's default).
     """
@@ -62,6 +63,14 @@ class RobustCosine(Similarity):
     @staticmethod
     def _moments_of(X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return X.mean(dim=0, keepdim=True), X.std(dim=0, unbiased=False, keepdim=True)
+
+    def transductive(self) -> bool:
+        """``statistics: batch`` normalises with the statistics of the projected rows."""
+        return self.statistics == "batch"
+
+    def inductive_alternative(self) -> str:
+        """The statistics of the bank's training (fit) split instead."""
+        return "statistics: train"
 
     def fit(self, X: torch.Tensor) -> None:
         """Per-dimension mean and standard deviation of the training bank."""
