@@ -4,6 +4,8 @@ use it, so a kind tested against the double sees the rows the store would hold."
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any
 
 from relbench.config import PluginSpec, Task
@@ -68,3 +70,21 @@ def flat_row(task: Task, kind: TaskKind, r: ResultRow, display: dict[str, Any], 
     if r.per_sample is not None:  # only the rows that carry them (one per cell)
         row["per_sample"] = r.per_sample
     return row
+
+
+def brief(text: str, most: int = 60) -> str:
+    """``text`` cut to ``most`` characters (how messages quote a value they did not expect)."""
+    return text if len(text) <= most else text[:most] + "…"
+
+
+def finite_number(value: Any) -> float | None:
+    """``value`` as a float when it is one finite real number (a Python or NumPy scalar,
+    or a 0-d array or tensor), else None (NaN, inf, a string, None, an array, a bool)."""
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        value = value.item()
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return None
+    try:
+        return float(value) if math.isfinite(value) else None
+    except OverflowError:  # an integer too large for a float
+        return None

@@ -1,0 +1,109 @@
+"""Faults of the store and of plugins stay local: a stored value that is not a number is
+set aside like a damaged line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from relbench.results import ResultStore
+
+TASKS = """\
+suite: {seeds: [0], num_anchors: 16, output: results, leaderboards: boards}
+tasks:
+  - name: blobs
+    dataset: {name: toy-blobs, params: {classes: 4}}
+    encoders:
+      - {name: toy-rotated, label: a, params: {seed: 1}}
+      - {name: toy-rotated, label: b, params: {seed: 2, scale: 3.0}}
+    grid:
+      selectors: [random]
+      similarities: [cosine]
+      stitchers: [{name: relative, params: {epochs: 2}}]
+    metrics: [accuracy, weighted_f1]
+"""
+
+
+# ----------------------------------------------------------------------------- values that are not numbers
+
+
+def _store_with_units(tmp_path, value=0.25):
+    store = ResultStore(tmp_path)
+    for i in range(3):
+        store.append("t", f"u{i}", [{"task": "t", "metric": "m", "value": value, "status": "ok"}], "run")
+    store.read("t")  # and its index
+    return store
+
+
+def _set_value(path, number: int, value) -> None:
+    """Give the rows of line ``number`` (from 1) of a results file ``value``."""
+    lines = path.read_text().split("\n")
+    unit = json.loads(lines[number - 1])
+    for row in unit["rows"]:
+        row["value"] = value
+    lines[number - 1] = json.dumps(unit)
+    path.write_text("\n".join(lines))
+
+
+@pytest.mark.parametrize("value, shown", [("abc", "'abc'"), ([0.5, 0.7], "[0.5, 0.7]"), (float("inf"), "inf"),
+                                          (float("-inf"), "-inf"), (True, "True"), (None, "ok row without")])
+def test_a_stored_value_that_is_not_a_number_is_set_aside_and_its_unit_recomputed(tmp_path, value, shown):
+    _store_with_units(tmp_path, 0.5)  # the index no longer agrees (the value's length changes)
+    _set_value(tmp_path / "t.jsonl", 2, value)
+    store = ResultStore(tmp_path)
+    assert store.read("t").done == {"u0", "u2"}
+    warning = store.warnings[0]
+    assert str(tmp_path / "t.jsonl") in warning and "(line 2)" in warning and "unit 'u1'" in warning
+    assert shown in warning
+    assert '"line": 2' in (tmp_path / "quarantine" / "t.jsonl").read_text()
+    assert list(store.load("t")["value"]) == [0.5, 0.5]
+    assert not ResultStore(tmp_path).warnings  # set aside once
+
+
+def _edit_first_value_in_place(tmp_path) -> None:
+    """Give the first line's value a string of the same length (its index entry still agrees)."""
+    path = tmp_path / "t.jsonl"
+    path.write_text(path.read_text().replace('"value": 0.25', '"value": "ab"', 1))
+
+
+def test_a_value_edited_in_place_behind_the_index_never_reaches_a_frame(tmp_path):
+    _store_with_units(tmp_path)
+    _edit_first_value_in_place(tmp_path)
+    store = ResultStore(tmp_path)
+    frame = store.load("t")
+    assert list(frame["unit"]) == ["u1", "u2"] and list(frame["value"]) == [0.25, 0.25]
+    assert "unit 'u0'" in store.warnings[0] and "'ab' is not a finite number" in store.warnings[0]
+    assert ResultStore(tmp_path).read("t").done == {"u1", "u2"}
+
+
+def test_an_index_written_before_values_were_checked_is_rebuilt(tmp_path):
+    from relbench.results import INDEX_HEADER
+
+    _store_with_units(tmp_path)
+    _edit_first_value_in_place(tmp_path)
+    index = tmp_path / ".index" / "t.tsv"  # as version 1 wrote it, taking in any value
+    index.write_text(index.read_text().replace(INDEX_HEADER, "relbench-results-index\t1"))
+    store = ResultStore(tmp_path)
+    assert store.read("t").done == {"u1", "u2"} and "unit 'u0'" in store.warnings[0]
+
+
+@pytest.mark.parametrize("value", ["abc", [0.5], float("inf")])
+def test_a_run_reports_and_recomputes_a_unit_whose_stored_value_is_not_a_number(cli_main, write_yaml, capsys,
+                                                                                value):
+    import pandas as pd
+
+    path = write_yaml(TASKS)
+    assert cli_main(["run", str(path), "-q"]) == 0
+    results = path.parent / "results" / "blobs.jsonl"
+    _set_value(results, 1, value)
+    capsys.readouterr()
+    assert cli_main(["run", str(path), "--no-leaderboard"]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {results}: 1 damaged line(s) (line 1)" in err and "is not a finite number" in err
+    assert "ran 1 units" in err and "Traceback" not in err
+    _set_value(results, 1, value)
+    assert cli_main(["leaderboard", str(path)]) == 0  # no traceback, and the line never reaches the page
+    released = pd.read_parquet(path.parent / "boards" / "results.parquet")
+    assert len(released) == 4 and all(isinstance(v, float) and np.isfinite(v) for v in released["value"])
