@@ -202,7 +202,8 @@ class EmbeddingCache:
         """Store ``X`` (moved to CPU, contiguous float32) with its identity (and any extra fields).
 
         An entry this user may not replace (another user's file in a shared folder) is
-        left as it is, with a warning; ``X`` then stays uncached.
+        left as it is, with a warning; ``X`` then stays uncached, as it does when the
+        entry cannot be written at all (a full disk).
         """
         if RESERVED_FIELDS & identity.keys():
             raise ValueError(f"identity fields {sorted(RESERVED_FIELDS & identity.keys())} are reserved for the "
@@ -214,7 +215,7 @@ class EmbeddingCache:
         try:
             atomic_write_bytes(tensor_path, data)
             atomic_write_bytes(meta_path, json.dumps(meta, indent=1, default=str).encode())
-        except PermissionError as exc:
+        except OSError as exc:  # a file of another user, a full disk: a tensor file without metadata is no entry
             self.warnings.append(f"cache entry {key} was not stored ({exc.strerror}: {exc.filename})")
 
     def entries(self) -> list[dict]:

@@ -334,36 +334,42 @@ class ResultStore:
     def append(self, task: str, unit: str, rows: list[dict], run_id: str, key: dict | None = None,
                inputs: dict | None = None) -> None:
         """Append one finished unit atomically (one write + fsync). A last line cut
-        short by a kill is first closed with a newline, so it stays the only casualty."""
+        short by a kill is first closed with a newline, so it stays the only casualty.
+        A write that fails (a full disk) is undone, the file cut back to its former
+        length, and raises :class:`OutputNotWritable` naming the folder."""
         self.root.mkdir(parents=True, exist_ok=True)
         record = {"unit": unit, "key": key or {}, "inputs": inputs or {}, "run": run_id, "time": time.time(),
                   "rows": rows}
-        line = json.dumps(record, default=_jsonable)
+        line = json.dumps(record, default=_jsonable).encode("utf-8")
         path = self._file(task)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                         | getattr(os, "O_BINARY", 0), 0o666)
         except OSError as exc:
             raise OutputNotWritable(f"cannot write results file {path} ({exc.strerror}); it must be a plain file, "
                                     f"never a link. Move it away or choose another `--output`.") from None
-        with os.fdopen(fd, "a+b") as fh:
-            size = fh.seek(0, os.SEEK_END)
+        try:
+            size = os.lseek(fd, 0, os.SEEK_END)
+            data = line + b"\n"
             try:
                 if size > 0:
-                    fh.seek(-1, os.SEEK_END)
-                    if fh.read(1) != b"\n":
-                        fh.write(b"\n")
-                offset = fh.seek(0, os.SEEK_END)
-                fh.write(line.encode("utf-8") + b"\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            except OSError as exc:  # e.g. the disk is full: leave the file as it was
-                fh.truncate(size)
+                    os.lseek(fd, size - 1, os.SEEK_SET)
+                    if os.read(fd, 1) != b"\n":
+                        data = b"\n" + data
+                _write_whole(fd, data)
+                os.fsync(fd)
+            except OSError as exc:  # e.g. the disk is full: leave the file as it was, without a partial line
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
                 raise OutputNotWritable(f"cannot write to the results folder {self.root} ({exc.strerror}); units "
                                         f"stored so far are kept. Free space or choose another `--output`, then "
                                         f"run again to resume.") from None
+        finally:
+            os.close(fd)
+        offset = size + len(data) - len(line) - 1
         if task in self._read:  # what this store read is extended, and the index with it when in step
             lines, _ = self._read[task]
-            entry = StoredUnit.of(json.loads(line), offset, len(line.encode("utf-8")) + 1)
+            entry = StoredUnit.of(json.loads(line), offset, len(line) + 1)
             if lines.end == offset:
                 self._append_index(task, [entry])
             lines.add(entry)
@@ -532,6 +538,13 @@ def _value_problem(row: dict) -> str:
     if value is None:
         return "an ok row without a value" if row.get("status") == "ok" else ""
     return "" if finite_number(value) is not None else f"value {brief(repr(value))} is not a finite number"
+
+
+def _write_whole(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (a ``write`` may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _jsonable(obj):

@@ -33,7 +33,7 @@ from relbench.cache import RESERVED_FIELDS, EmbeddingCache, identity_key
 from relbench.config import EncoderSpec, PluginSpec, Suite, Task
 from relbench.descriptions import Descriptions, check_same, loaded
 from relbench.identity import PROTOCOL_VERSION, explain, fingerprint, key_json
-from relbench.errors import BadEmbeddings, ConfigError, UserError
+from relbench.errors import BadEmbeddings, ConfigError, OutputNotWritable, UserError
 from relbench.interfaces import (
     AnchorContext,
     Anchors,
@@ -832,7 +832,7 @@ class Runner:
         self.say(f"== task {task.name} ({task.kind.label}): {len(todo)} of {len(plan.units)} units to compute ==")
         try:
             task_run.kind.run(task_run)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, OutputNotWritable):  # a full disk ends the run: nothing more can be stored
             raise
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failing task is data; the next task runs
             if isinstance(exc, SystemExit):

@@ -1,14 +1,22 @@
 """Faults of the store and of plugins stay local: a stored value that is not a number is
-set aside like a damaged line."""
+set aside like a damaged line, and a full disk stops the run cleanly with nothing half
+written."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+from relbench.config import load_suite
+from relbench.errors import OutputNotWritable
 from relbench.results import ResultStore
+from relbench.runner import Runner
 
 TASKS = """\
 suite: {seeds: [0], num_anchors: 16, output: results, leaderboards: boards}
@@ -24,6 +32,11 @@ tasks:
       stitchers: [{name: relative, params: {epochs: 2}}]
     metrics: [accuracy, weighted_f1]
 """
+
+
+def _run(registry, path):
+    runner = Runner(load_suite(path, registry), registry, quiet=True)
+    return runner, runner.run()
 
 
 # ----------------------------------------------------------------------------- values that are not numbers
@@ -107,3 +120,93 @@ def test_a_run_reports_and_recomputes_a_unit_whose_stored_value_is_not_a_number(
     assert cli_main(["leaderboard", str(path)]) == 0  # no traceback, and the line never reaches the page
     released = pd.read_parquet(path.parent / "boards" / "results.parquet")
     assert len(released) == 4 and all(isinstance(v, float) and np.isfinite(v) for v in released["value"])
+
+
+# ----------------------------------------------------------------------------- a full disk
+
+
+def _fill_after(monkeypatch, lines_ok: int) -> None:
+    """Have ``os.write`` of result lines fail with a full disk once ``lines_ok`` lines
+    were written, after writing half of the line (as a disk that fills up does)."""
+    real = os.write
+    written = []
+
+    def write(fd, data):
+        if b'{"unit": ' not in bytes(data[:20]):
+            return real(fd, data)
+        if len(written) >= lines_ok:
+            real(fd, bytes(data[:len(data) // 2]))
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(1)
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+
+
+@pytest.mark.parametrize("cut", [False, True])
+def test_a_write_cut_short_by_a_full_disk_leaves_no_partial_line(tmp_path, monkeypatch, cut):
+    store = _store_with_units(tmp_path)
+    path = tmp_path / "t.jsonl"
+    if cut:  # a line cut short by a kill, which the append closes first
+        with open(path, "ab") as fh:
+            fh.write(b'{"unit": "u9", "rows": [{"ta')
+    before = path.read_bytes()
+    _fill_after(monkeypatch, 0)
+    with pytest.raises(OutputNotWritable, match=f"results folder {tmp_path} .No space left"):
+        store.append("t", "u3", [{"task": "t", "metric": "m", "value": 3.0, "status": "ok"}], "run")
+    assert path.read_bytes() == before
+
+
+def test_a_write_past_the_file_size_limit_leaves_the_file_as_it_was(tmp_path):
+    _store_with_units(tmp_path)
+    path = tmp_path / "t.jsonl"
+    before = path.read_bytes()
+    script = (
+        "import resource, signal, sys\n"
+        "from relbench.errors import OutputNotWritable\n"
+        "from relbench.results import ResultStore\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        f"limit = {len(before) + 100}\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))\n"
+        "try:\n"
+        f"    ResultStore({str(tmp_path)!r}).append('t', 'u3', [{{'metric': 'm', 'value': 1.0, 'x': 'y' * 500}}], 'r')\n"
+        "except OutputNotWritable as exc:\n"
+        "    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert "cannot write to the results folder" in out.stdout and "Traceback" not in out.stderr, out.stderr
+    assert path.read_bytes() == before
+
+
+def test_a_full_disk_during_a_run_exits_2_with_a_short_message_and_the_next_run_resumes(cli_main, registry,
+                                                                                        write_yaml, capsys,
+                                                                                        monkeypatch):
+    path = write_yaml(TASKS)
+    real_write = os.write
+    _fill_after(monkeypatch, 1)
+    assert cli_main(["run", str(path), "-q", "--no-leaderboard"]) == 2
+    err = capsys.readouterr().err
+    results = path.parent / "results"
+    assert f"cannot write to the results folder {results} (No space left on device)" in err
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+    assert (results / "blobs.jsonl").read_bytes().endswith(b"\n")
+    store = ResultStore(results)
+    assert len(store.read("blobs").done) == 1 and not store.warnings  # one whole unit, nothing half written
+    monkeypatch.setattr(os, "write", real_write)
+    _, stats = _run(registry, path)
+    assert stats.units_done == 1 and stats.units_skipped == 1 and not stats.failures
+
+
+def test_a_cache_entry_the_disk_has_no_room_for_stays_uncached(tmp_path, monkeypatch):
+    import torch
+
+    import relbench.cache
+    from relbench.cache import EmbeddingCache
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(relbench.cache, "atomic_write_bytes", full)
+    cache = EmbeddingCache(tmp_path)
+    cache.put("k" * 40, torch.randn(3, 2), {})
+    assert "was not stored (No space left on device" in cache.warnings[0] and cache.get("k" * 40) is None
