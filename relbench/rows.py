@@ -9,7 +9,7 @@ import numbers
 from typing import Any
 
 from relbench.config import PluginSpec, Task
-from relbench.interfaces import USES, ResultRow, TaskKind, UnitKey
+from relbench.interfaces import USES, Metric, ResultRow, TaskKind, UnitKey
 
 #: the unit id under which a whole task's failure is stored (not a unit of any plan)
 TASK_ERROR = "task-error"
@@ -88,3 +88,21 @@ def finite_number(value: Any) -> float | None:
         return float(value) if math.isfinite(value) else None
     except OverflowError:  # an integer too large for a float
         return None
+
+
+def metric_row(label: str, metric: Metric, y_true: Any, y_pred: Any, **fields: Any) -> ResultRow:
+    """The row of the task's metric ``label`` (plugin ``metric``) scored on ``y_true`` and
+    ``y_pred``, with the row's other ``fields`` (``cell``, ``extra`` …). A metric that
+    raises, or returns anything but one finite number, gives an error row for itself
+    alone, naming the plugin and what it returned, so that the unit's other rows stand."""
+    try:
+        value = metric.compute(y_true, y_pred)
+    except Exception as exc:  # noqa: BLE001 - a faulty metric fails its own row
+        problem = f"raised {type(exc).__name__}: {brief(str(exc), 200)}"
+    else:
+        number = finite_number(value)
+        if number is not None:
+            return ResultRow(metric=label, value=number, direction=metric.direction(), **fields)
+        problem = f"returned {brief(repr(value))}, not a finite number"
+    return ResultRow(metric=label, value=None, direction=metric.direction(), status="error",
+                     error=f"metric {label!r} (plugin {type(metric).name!r}) {problem}", **fields)

@@ -629,6 +629,9 @@ class TaskRun:
             if bad is not None:
                 raise NonFinite(f"task kind {self.kind.name!r} produced {bad.value} for {bad.metric!r} "
                                 f"(cell {bad.cell or planned.display}); a non-finite number is never scored")
+            self.runner.stats.failures += [  # rows the kind failed alone (a faulty metric, one pair)
+                f"{self.task.name} {planned.display} {r.cell}: {(r.error or 'error').splitlines()[0]}"
+                for r in rows if r.status == "error"]
         except KeyboardInterrupt:
             raise
         except BadEmbeddings:

@@ -1,6 +1,6 @@
 """Faults of the store and of plugins stay local: a stored value that is not a number is
-set aside like a damaged line, and a full disk stops the run cleanly with nothing half
-written."""
+set aside like a damaged line, a full disk stops the run cleanly with nothing half
+written, and a faulty metric fails only its own rows."""
 
 from __future__ import annotations
 
@@ -9,12 +9,19 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import ClassVar
 
 import numpy as np
 import pytest
+import toy_plugins
 
+from relbench import hookimpl
 from relbench.config import load_suite
 from relbench.errors import OutputNotWritable
+from relbench.interfaces import Metric
+from relbench.plugins import Registry, _discover
 from relbench.results import ResultStore
 from relbench.runner import Runner
 
@@ -210,3 +217,48 @@ def test_a_cache_entry_the_disk_has_no_room_for_stays_uncached(tmp_path, monkeyp
     cache = EmbeddingCache(tmp_path)
     cache.put("k" * 40, torch.randn(3, 2), {})
     assert "was not stored (No space left on device" in cache.warnings[0] and cache.get("k" * 40) is None
+
+
+# ----------------------------------------------------------------------------- a faulty metric
+
+
+@dataclass
+class Faulty(Metric):
+    """A metric returning what it is told to (a test fixture)."""
+
+    name: ClassVar[str] = "toy-faulty"
+    returns: str = "nan"
+
+    def compute(self, y_true, y_pred):
+        if self.returns == "raise":
+            raise ValueError("broken metric")
+        return {"nan": float("nan"), "inf": float("inf"), "text": "0.5", "none": None,
+                "array": np.array([0.5, 0.25])}[self.returns]
+
+
+FAULTY = SimpleNamespace(relbench_metrics=hookimpl(lambda: [Faulty]))
+FAULTY.relbench_metrics.__name__ = "relbench_metrics"
+
+
+@pytest.mark.parametrize("returns, said", [("nan", "returned nan"), ("inf", "returned inf"),
+                                           ("text", "returned '0.5'"), ("none", "returned None"),
+                                           ("array", "returned array([0.5 , 0.25])"),
+                                           ("raise", "raised ValueError: broken metric")])
+def test_a_faulty_metric_fails_only_its_own_rows(write_yaml, monkeypatch, returns, said):
+    from relbench import cli
+
+    registry = Registry(_discover() + [("toy", toy_plugins, "tests 0"), ("faulty", FAULTY, "faulty 0")])
+    path = write_yaml(TASKS.replace("metrics: [accuracy, weighted_f1]",
+                                    f"metrics: [accuracy, {{name: toy-faulty, label: faulty, params: {{returns: {returns}}}}}]"))
+    runner, stats = _run(registry, path)
+    df = runner.store.load("blobs")
+    accuracy, faulty = df[df["metric"] == "accuracy"], df[df["metric"] == "faulty"]
+    assert len(accuracy) == len(faulty) == 4  # two targets × two sources
+    assert (accuracy["status"] == "ok").all() and accuracy["value"].between(0, 1).all()
+    assert (faulty["status"] == "error").all() and faulty["value"].isna().all()
+    assert faulty["error"].str.contains("metric 'faulty' (plugin 'toy-faulty')", regex=False).all()
+    assert faulty["error"].str.contains(
+        said, regex=False).all()
+    assert len(stats.failures) == 4 and said in stats.failures[0]
+    monkeypatch.setattr("relbench.plugins.load_registry", lambda *args, **kwargs: registry)
+    assert cli.main(["leaderboard", str(path)]) == 0

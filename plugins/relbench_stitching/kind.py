@@ -33,6 +33,7 @@ from relbench.config import EncoderSpec, PluginSpec, Task
 from relbench.interfaces import (DatasetData, FitContext, NotAchievable, ResultRow, StitchSide, TaskKind, TaskRunAPI,
                                  UnitKey)
 from relbench.pages import Page
+from relbench.rows import metric_row
 from relbench.samples import predictions
 from relbench.tuning import Candidate, candidates, choose
 from relbench_stitching import page as pages
@@ -320,8 +321,7 @@ def _evaluate(stitcher, source: StitchSide, metrics, extra: dict) -> list[Result
                          f"nothing is scored on them")
     y_true = source.test.labels.cpu().numpy()
     y_pred = pred.logits.argmax(dim=1).cpu().numpy()
-    rows = [ResultRow(metric=label, value=float(metric.compute(y_true, y_pred)), direction=metric.direction(),
-                      cell=cell, extra=extra) for label, metric in metrics]
+    rows = [metric_row(label, metric, y_true, y_pred, cell=cell, extra=extra) for label, metric in metrics]
     rows[0].per_sample = predictions(source.test.ids, y_true, y_pred)
     rows += [ResultRow(metric=name, value=float(d.value), direction=d.direction, cell=cell, extra=extra)
              for name, d in pred.extras.items() if d.value is not None and np.isfinite(d.value)]
