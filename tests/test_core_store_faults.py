@@ -1,6 +1,7 @@
 """Faults of the store and of plugins stay local: a stored value that is not a number is
 set aside like a damaged line, a full disk stops the run cleanly with nothing half
-written, and a faulty metric fails only its own rows."""
+written, a faulty metric fails only its own rows, and an encoder whose splits differ
+in width fails only its pairs."""
 
 from __future__ import annotations
 
@@ -262,3 +263,37 @@ def test_a_faulty_metric_fails_only_its_own_rows(write_yaml, monkeypatch, return
     assert len(stats.failures) == 4 and said in stats.failures[0]
     monkeypatch.setattr("relbench.plugins.load_registry", lambda *args, **kwargs: registry)
     assert cli.main(["leaderboard", str(path)]) == 0
+
+
+# ----------------------------------------------------------------------------- an encoder of two widths
+
+
+@dataclass
+class TwoWidths(toy_plugins.Rotated):
+    """The rotated blobs cut to 8 columns on the training split and 6 on the test split
+    (a test fixture)."""
+
+    name: ClassVar[str] = "toy-two-widths"
+
+    def encode(self, items, ctx):
+        X = super().encode(items, ctx)
+        return X[:, :8] if len(items) == len(ctx.train) else X[:, :6]
+
+
+TWO_WIDTHS = SimpleNamespace(relbench_encoders=hookimpl(lambda: [TwoWidths]))
+TWO_WIDTHS.relbench_encoders.__name__ = "relbench_encoders"
+
+
+def test_an_encoder_whose_splits_differ_in_width_fails_only_its_pairs(write_yaml):
+    registry = Registry(_discover() + [("toy", toy_plugins, "tests 0"), ("widths", TWO_WIDTHS, "widths 0")])
+    path = write_yaml(TASKS.replace("    grid:", "      - {name: toy-two-widths, label: w, params: {seed: 3}}\n"
+                                                "    grid:"))
+    runner, stats = _run(registry, path)
+    df = runner.store.load("blobs")
+    involved = (df["source"] == "w") | (df["target"] == "w")
+    assert len(df[~involved]) == 8 and (df[~involved]["status"] == "ok").all()  # a, b: 2 × 2 pairs × 2 metrics
+    failed = df[involved]
+    assert (failed["status"] == "error").all() and len(failed) == 3  # w's own unit; w as the source of a and b
+    assert failed["error"].str.contains("encoder 'w' embeds split 'train' in 8 dimensions but split 'test' in 6",
+                                        regex=False).all()
+    assert len(stats.failures) == 3
