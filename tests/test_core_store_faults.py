@@ -1,7 +1,7 @@
 """Faults of the store and of plugins stay local: a stored value that is not a number is
 set aside like a damaged line, a full disk stops the run cleanly with nothing half
-written, a faulty metric fails only its own rows, and an encoder whose splits differ
-in width fails only its pairs."""
+written, a faulty metric fails only its own rows, an encoder whose splits differ in
+width fails only its pairs, and an edited grid parameter is reported as such."""
 
 from __future__ import annotations
 
@@ -297,3 +297,24 @@ def test_an_encoder_whose_splits_differ_in_width_fails_only_its_pairs(write_yaml
     assert failed["error"].str.contains("encoder 'w' embeds split 'train' in 8 dimensions but split 'test' in 6",
                                         regex=False).all()
     assert len(stats.failures) == 3
+
+
+# ----------------------------------------------------------------------------- an edited grid parameter
+
+
+def test_an_edited_parameter_of_a_grid_plugin_with_a_default_label_is_stale_not_new(registry, write_yaml):
+    tasks = TASKS.replace("stitchers: [{name: relative, params: {epochs: 2}}]",
+                          "stitchers: [{name: relative, params: {epochs: 2}}, {name: absolute, params: {epochs: 2}}]")
+    path = write_yaml(tasks)
+    _run(registry, path)
+    path.write_text(tasks.replace("{name: relative, params: {epochs: 2}}", "{name: relative, params: {epochs: 3}}"))
+    runner = Runner(load_suite(path, registry), registry, quiet=True)
+    summary = runner.plans()[0].plan().summary()
+    assert summary["to_compute"] == summary["stale"] == 2  # relative(epochs=3) for targets a and b
+    assert summary["stale_reasons"] == {"unit.stitcher.params.epochs": 2}
+    stats = runner.run()
+    assert stats.units_done == 2 and stats.recomputed == {"unit.stitcher.params.epochs": 2}
+    # a plugin replaced by one of another class is new, not an edit of the one it replaces
+    path.write_text(tasks.replace("similarities: [cosine]", "similarities: [euclidean]"))
+    summary = Runner(load_suite(path, registry), registry, quiet=True).plans()[0].plan().summary()
+    assert summary["to_compute"] == 2 and summary["stale"] == 0
