@@ -31,6 +31,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load, save
 
 from relbench.errors import OutputNotWritable, UserError
+from relbench.rows import brief
 
 CACHE_ENV = "RELBENCH_CACHE_DIR"
 #: metadata fields the cache writes itself; an identity may not use them
@@ -106,6 +107,25 @@ def _as_stored(value):
 def _differing(meta: dict, identity: dict | None) -> list[str]:
     """The identity fields an entry's metadata lacks or records with another value."""
     return sorted(k for k in identity or {} if k not in meta or meta[k] != _as_stored(identity[k]))
+
+
+def describe(meta: dict) -> str:
+    """One line of ``relbench cache ls``: an entry's key, label, data set/split/view,
+    shape and size, with ``?`` for whatever its metadata lacks or records oddly (an
+    entry written by another version, or edited)."""
+    def shown(*names: str) -> str:
+        for name in names:
+            value = meta.get(name)
+            if value is not None and value != "":
+                return brief(str(value))
+        return "?"
+
+    shape, size = meta.get("shape"), meta.get("bytes")
+    dims = "×".join(map(str, shape)) if isinstance(shape, list) and len(shape) == 2 and all(
+        isinstance(n, int) for n in shape) else "?"
+    mb = f"{size / 1e6:.1f}" if isinstance(size, (int, float)) else "?"
+    return f"{shown('key')}  {shown('label', 'encoder'):<20} {shown('dataset')}/{shown('split')}/{shown('view')}  " \
+           f"{dims}  {mb} MB"
 
 
 class EmbeddingCache:

@@ -1,7 +1,8 @@
 """Faults of the store and of plugins stay local: a stored value that is not a number is
 set aside like a damaged line, a full disk stops the run cleanly with nothing half
 written, a faulty metric fails only its own rows, an encoder whose splits differ in
-width fails only its pairs, and an edited grid parameter is reported as such."""
+width fails only its pairs, an edited grid parameter is reported as such, and a cache
+entry with thin metadata is listed."""
 
 from __future__ import annotations
 
@@ -318,3 +319,24 @@ def test_an_edited_parameter_of_a_grid_plugin_with_a_default_label_is_stale_not_
     path.write_text(tasks.replace("similarities: [cosine]", "similarities: [euclidean]"))
     summary = Runner(load_suite(path, registry), registry, quiet=True).plans()[0].plan().summary()
     assert summary["to_compute"] == 2 and summary["stale"] == 0
+
+
+# ----------------------------------------------------------------------------- cache listing
+
+
+def test_cache_ls_shows_a_question_mark_for_metadata_an_entry_lacks(cli_main, capsys, tmp_path):
+    import torch
+
+    from relbench.cache import EmbeddingCache
+
+    cache = EmbeddingCache(tmp_path / "cache")
+    cache.put("k" * 40, torch.randn(5, 3), {"label": "enc", "dataset": "d", "split": "train", "view": "v"})
+    cache.put("j" * 40, torch.randn(5, 3), {})
+    meta_path = cache.dir / f"{'k' * 40}.json"
+    meta = json.loads(meta_path.read_text())
+    for field in ("shape", "label", "view"):
+        del meta[field]
+    meta_path.write_text(json.dumps(meta))
+    assert cli_main(["cache", "ls"]) == 0
+    out = capsys.readouterr().out
+    assert f"{'k' * 40}  ?" in out and "d/train/?  ?  " in out and "?/?/?  5×3" in out and "2 entries" in out
