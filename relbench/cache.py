@@ -31,6 +31,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load, save
 
 from relbench.errors import OutputNotWritable, UserError
+from relbench.rows import brief
 
 CACHE_ENV = "RELBENCH_CACHE_DIR"
 #: metadata fields the cache writes itself; an identity may not use them
@@ -106,6 +107,25 @@ def _as_stored(value):
 def _differing(meta: dict, identity: dict | None) -> list[str]:
     """The identity fields an entry's metadata lacks or records with another value."""
     return sorted(k for k in identity or {} if k not in meta or meta[k] != _as_stored(identity[k]))
+
+
+def describe(meta: dict) -> str:
+    """One line of ``relbench cache ls``: an entry's key, label, data set/split/view,
+    shape and size, with ``?`` for whatever its metadata lacks or records oddly (an
+    entry written by another version, or edited)."""
+    def shown(*names: str) -> str:
+        for name in names:
+            value = meta.get(name)
+            if value is not None and value != "":
+                return brief(str(value))
+        return "?"
+
+    shape, size = meta.get("shape"), meta.get("bytes")
+    dims = "×".join(map(str, shape)) if isinstance(shape, list) and len(shape) == 2 and all(
+        isinstance(n, int) for n in shape) else "?"
+    mb = f"{size / 1e6:.1f}" if isinstance(size, (int, float)) else "?"
+    return f"{shown('key')}  {shown('label', 'encoder'):<20} {shown('dataset')}/{shown('split')}/{shown('view')}  " \
+           f"{dims}  {mb} MB"
 
 
 class EmbeddingCache:
@@ -202,7 +222,8 @@ class EmbeddingCache:
         """Store ``X`` (moved to CPU, contiguous float32) with its identity (and any extra fields).
 
         An entry this user may not replace (another user's file in a shared folder) is
-        left as it is, with a warning; ``X`` then stays uncached.
+        left as it is, with a warning; ``X`` then stays uncached, as it does when the
+        entry cannot be written at all (a full disk).
         """
         if RESERVED_FIELDS & identity.keys():
             raise ValueError(f"identity fields {sorted(RESERVED_FIELDS & identity.keys())} are reserved for the "
@@ -214,7 +235,7 @@ class EmbeddingCache:
         try:
             atomic_write_bytes(tensor_path, data)
             atomic_write_bytes(meta_path, json.dumps(meta, indent=1, default=str).encode())
-        except PermissionError as exc:
+        except OSError as exc:  # a file of another user, a full disk: a tensor file without metadata is no entry
             self.warnings.append(f"cache entry {key} was not stored ({exc.strerror}: {exc.filename})")
 
     def entries(self) -> list[dict]:

@@ -429,7 +429,7 @@ def _cmd_export(args, registry) -> int:
 
 
 def _cmd_cache(args) -> int:
-    from relbench.cache import EmbeddingCache
+    from relbench.cache import EmbeddingCache, describe
 
     cache = EmbeddingCache(args.dir)
     if args.action == "clear":
@@ -437,8 +437,7 @@ def _cmd_cache(args) -> int:
         return EXIT_OK
     entries = cache.entries()
     for e in entries:
-        print(f"{e['key']}  {e.get('label', e.get('encoder')):<20} {e.get('dataset', '?')}/{e.get('split')}/"
-              f"{e.get('view')}  {e['shape'][0]}×{e['shape'][1]}  {e['bytes'] / 1e6:.1f} MB")
+        print(describe(e))
     total = sum(e["bytes"] for e in entries) / 1e6
     print(f"{len(entries)} entries, {total:.1f} MB in {cache.dir}")
     return EXIT_OK

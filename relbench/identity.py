@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from typing import Any
 
 #: bumped when the harness's own protocol changes what a unit computes (how rows are
@@ -77,3 +78,23 @@ def explain(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     fields = changed_fields(old, new)
     declared = [f for f in fields if f.rsplit(".", 1)[-1] not in DERIVED]
     return declared or fields
+
+
+def relabelled(old: dict[str, Any], new: dict[str, Any], plugins: Collection[str]) -> bool:
+    """Whether displayed unit key ``old`` differs from ``new`` at most in the columns
+    ``plugins``, which show plugin labels (a default label names the parameters that
+    differ from the defaults, so editing one changes it)."""
+    return old.keys() == new.keys() and all(old[c] == new[c] for c in new if c not in plugins)
+
+
+def same_plugins(old: dict[str, Any], new: dict[str, Any], plugins: Collection[str]) -> bool:
+    """Whether the unit inputs ``old`` and ``new`` (``inputs["unit"]``) name plugins of
+    the same classes in the columns ``plugins``, whatever their parameters."""
+    def classes(value: Any) -> Any:
+        if isinstance(value, dict):
+            return value.get("class")
+        if isinstance(value, list):
+            return sorted(str(classes(v)) for v in value)
+        return value
+
+    return all(classes(old.get(c)) == classes(new.get(c)) for c in plugins)

@@ -19,6 +19,11 @@ what is done reads a few hundred bytes per unit and parses no JSON: superseded l
 (history) cost nothing there. The index is derived data: it is checked against the file
 on every read (each entry must point at the start of a line of its unit), extended with
 lines another process appended, and rebuilt from the file when anything disagrees.
+
+A line is a unit only when every row's ``value`` is a finite number, or null on a row
+whose status is not ``ok``: any other line (a string, a list or ``Infinity`` where a
+score belongs, written by hand or by another tool) is damage, set aside like a line
+that is not JSON, so that it never reaches a page and its unit is recomputed.
 """
 
 from __future__ import annotations
@@ -47,10 +52,12 @@ from relbench.cache import atomic_write_bytes
 from relbench.errors import OutputNotWritable
 from relbench.identity import key_json
 from relbench.names import inside, valid_task_name
+from relbench.rows import brief, finite_number
 
 #: the folder of the indexes beside the task files, and the first line of an index
+#: (version 2: lines are checked for values that are not numbers, which version 1 indexed)
 INDEX_FOLDER = ".index"
-INDEX_HEADER = "relbench-results-index\t1"
+INDEX_HEADER = "relbench-results-index\t2"
 
 #: the columns every loaded frame has (a task kind adds its own)
 COLUMNS = ["task", "kind", "dataset", "seed", "metric", "value", "direction", "status", "error"]
@@ -125,7 +132,8 @@ class ResultStore:
     def _scan(self, task: str, start: int = 0) -> list[StoredUnit] | None:
         """Index the unit lines of a task's file from byte ``start`` on. A last line cut
         short by a kill is skipped (that unit is not done). Any other damaged line — not
-        UTF-8, not JSON, JSON that is not a unit — is reported in :attr:`warnings`, kept in
+        UTF-8, not JSON, JSON that is not a unit, a row whose value is not a finite
+        number — is reported in :attr:`warnings` (with why), kept in
         ``quarantine/`` beside the store and removed from the file (so its unit is
         recomputed and no later run trips over it); then None is returned, since the
         file's offsets moved."""
@@ -139,11 +147,11 @@ class ResultStore:
         for number, raw in enumerate(raw_lines, 1):
             terminated = number < len(raw_lines)
             if raw.strip():
-                unit = _unit(raw)
+                unit, why = _unit(raw)
                 if unit is not None and terminated:
                     out.append(StoredUnit.of(unit, offset, len(raw) + 1))
                 elif terminated:  # the unterminated last line is a kill's, not damage
-                    damaged.append((number, raw))
+                    damaged.append((number, raw, why))
             offset += len(raw) + 1
         if damaged:
             self._quarantine(path, task, damaged, start)
@@ -230,16 +238,17 @@ class ResultStore:
         except OSError:
             pass
 
-    def _quarantine(self, path: Path, task: str, damaged: list[tuple[int, bytes]], start: int = 0) -> None:
+    def _quarantine(self, path: Path, task: str, damaged: list[tuple[int, bytes, str]], start: int = 0) -> None:
         """Keep damaged lines in ``quarantine/<task>.jsonl`` and rewrite the file without
-        them (``damaged`` numbers lines from byte ``start``)."""
+        them (``damaged``: each line's number from byte ``start``, bytes and what is
+        wrong with it)."""
         data = path.read_bytes()
         first = data[:start].count(b"\n")  # lines before ``start``
         raw_lines = data.split(b"\n")
-        bad = {first + n for n, _ in damaged}
+        bad = {first + n for n, _, _ in damaged}
         records = b"".join(json.dumps({"file": str(path), "line": first + n, "time": time.time(),
                                        "text": raw.decode("utf-8", errors="replace")}).encode() + b"\n"
-                           for n, raw in damaged)
+                           for n, raw, _ in damaged)
         quarantine = self._quarantine_file(task)
         with open(quarantine, "ab") as fh:
             fh.write(records)
@@ -248,9 +257,10 @@ class ResultStore:
         kept = b"\n".join(raw for n, raw in enumerate(raw_lines, 1) if n not in bad)
         atomic_write_bytes(path, kept)
         numbers = sorted(bad)
+        whys = "; ".join(f"line {first + n}: {why}" for n, _, why in damaged[:5])
         self.warnings.append(f"{path}: {len(damaged)} damaged line(s) (line {', '.join(map(str, numbers[:5]))}"
                              f"{' …' if len(numbers) > 5 else ''}) set aside in {quarantine}; their units are "
-                             f"recomputed")
+                             f"recomputed ({whys}{' …' if len(damaged) > 5 else ''})")
 
     def _set_aside(self, path: Path, task: str) -> None:
         """Move something that is not a results file (a folder, a link) out of the way."""
@@ -279,11 +289,18 @@ class ResultStore:
 
     def fetch(self, task: str, entries: list[StoredUnit]) -> list[dict]:
         """The whole stored lines of ``entries`` (rows, inputs …), read from the file at
-        the places the index gives (the file is read once per call)."""
+        the places the index gives (the file is read once per call). A line that is no
+        longer a unit (edited in place since it was indexed) is left out, and the file
+        read anew, which sets it aside and reports it."""
         if not entries:
             return []
         with open(self._file(task), "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            lines = [_unit(data[e.offset:e.end]) for e in entries]
+            lines = [_unit(data[e.offset:e.end])[0] for e in entries]
+        if None in lines:
+            with contextlib.suppress(OSError):
+                self._index_file(task).unlink(missing_ok=True)
+            self._read.pop(task, None)
+            self.read(task)
         return [line for line in lines if line is not None]
 
     def unit_seconds(self, task: str) -> list[float]:
@@ -317,36 +334,42 @@ class ResultStore:
     def append(self, task: str, unit: str, rows: list[dict], run_id: str, key: dict | None = None,
                inputs: dict | None = None) -> None:
         """Append one finished unit atomically (one write + fsync). A last line cut
-        short by a kill is first closed with a newline, so it stays the only casualty."""
+        short by a kill is first closed with a newline, so it stays the only casualty.
+        A write that fails (a full disk) is undone, the file cut back to its former
+        length, and raises :class:`OutputNotWritable` naming the folder."""
         self.root.mkdir(parents=True, exist_ok=True)
         record = {"unit": unit, "key": key or {}, "inputs": inputs or {}, "run": run_id, "time": time.time(),
                   "rows": rows}
-        line = json.dumps(record, default=_jsonable)
+        line = json.dumps(record, default=_jsonable).encode("utf-8")
         path = self._file(task)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                         | getattr(os, "O_BINARY", 0), 0o666)
         except OSError as exc:
             raise OutputNotWritable(f"cannot write results file {path} ({exc.strerror}); it must be a plain file, "
                                     f"never a link. Move it away or choose another `--output`.") from None
-        with os.fdopen(fd, "a+b") as fh:
-            size = fh.seek(0, os.SEEK_END)
+        try:
+            size = os.lseek(fd, 0, os.SEEK_END)
+            data = line + b"\n"
             try:
                 if size > 0:
-                    fh.seek(-1, os.SEEK_END)
-                    if fh.read(1) != b"\n":
-                        fh.write(b"\n")
-                offset = fh.seek(0, os.SEEK_END)
-                fh.write(line.encode("utf-8") + b"\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            except OSError as exc:  # e.g. the disk is full: leave the file as it was
-                fh.truncate(size)
+                    os.lseek(fd, size - 1, os.SEEK_SET)
+                    if os.read(fd, 1) != b"\n":
+                        data = b"\n" + data
+                _write_whole(fd, data)
+                os.fsync(fd)
+            except OSError as exc:  # e.g. the disk is full: leave the file as it was, without a partial line
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
                 raise OutputNotWritable(f"cannot write to the results folder {self.root} ({exc.strerror}); units "
                                         f"stored so far are kept. Free space or choose another `--output`, then "
                                         f"run again to resume.") from None
+        finally:
+            os.close(fd)
+        offset = size + len(data) - len(line) - 1
         if task in self._read:  # what this store read is extended, and the index with it when in step
             lines, _ = self._read[task]
-            entry = StoredUnit.of(json.loads(line), offset, len(line.encode("utf-8")) + 1)
+            entry = StoredUnit.of(json.loads(line), offset, len(line) + 1)
             if lines.end == offset:
                 self._append_index(task, [entry])
             lines.add(entry)
@@ -486,19 +509,42 @@ class TaskLines:
         self.end = max(self.end, entry.end)
 
 
-def _unit(raw: bytes) -> dict | None:
-    """A stored unit line, or None when the bytes are not one (not UTF-8, not JSON, or
-    JSON that is not ``{"unit": str, "rows": [{...}, ...], ...}``)."""
+def _unit(raw: bytes) -> tuple[dict | None, str]:
+    """A stored unit line and "", or None and why the bytes are not one: not UTF-8, not
+    JSON, JSON that is not ``{"unit": str, "rows": [{...}, ...], ...}``, or a row whose
+    value is not a finite number (null is allowed on a row whose status is not ok)."""
     try:
         unit = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
+    except UnicodeDecodeError:
+        return None, "not UTF-8"
+    except json.JSONDecodeError:
+        return None, "not JSON"
     if not (isinstance(unit, dict) and isinstance(unit.get("unit"), str) and isinstance(unit.get("rows"), list)
             and all(isinstance(r, dict) for r in unit["rows"])):
-        return None
+        return None, "JSON that is not a unit line"
+    for row in unit["rows"]:
+        problem = _value_problem(row)
+        if problem:
+            where = f"unit {brief(repr(unit['unit']))}, metric {brief(repr(row.get('metric')))}"
+            return None, f"{where}: {problem}"
     unit.setdefault("run", "")
     unit.setdefault("time", 0.0)
-    return unit
+    return unit, ""
+
+
+def _value_problem(row: dict) -> str:
+    """Why a stored row's ``value`` cannot be shown as a score ("" when it can)."""
+    value = row.get("value")
+    if value is None:
+        return "an ok row without a value" if row.get("status") == "ok" else ""
+    return "" if finite_number(value) is not None else f"value {brief(repr(value))} is not a finite number"
+
+
+def _write_whole(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (a ``write`` may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _jsonable(obj):

@@ -4,10 +4,12 @@ use it, so a kind tested against the double sees the rows the store would hold."
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any
 
 from relbench.config import PluginSpec, Task
-from relbench.interfaces import USES, ResultRow, TaskKind, UnitKey
+from relbench.interfaces import USES, Metric, ResultRow, TaskKind, UnitKey
 
 #: the unit id under which a whole task's failure is stored (not a unit of any plan)
 TASK_ERROR = "task-error"
@@ -68,3 +70,39 @@ def flat_row(task: Task, kind: TaskKind, r: ResultRow, display: dict[str, Any], 
     if r.per_sample is not None:  # only the rows that carry them (one per cell)
         row["per_sample"] = r.per_sample
     return row
+
+
+def brief(text: str, most: int = 60) -> str:
+    """``text`` cut to ``most`` characters (how messages quote a value they did not expect)."""
+    return text if len(text) <= most else text[:most] + "…"
+
+
+def finite_number(value: Any) -> float | None:
+    """``value`` as a float when it is one finite real number (a Python or NumPy scalar,
+    or a 0-d array or tensor), else None (NaN, inf, a string, None, an array, a bool)."""
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        value = value.item()
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return None
+    try:
+        return float(value) if math.isfinite(value) else None
+    except OverflowError:  # an integer too large for a float
+        return None
+
+
+def metric_row(label: str, metric: Metric, y_true: Any, y_pred: Any, **fields: Any) -> ResultRow:
+    """The row of the task's metric ``label`` (plugin ``metric``) scored on ``y_true`` and
+    ``y_pred``, with the row's other ``fields`` (``cell``, ``extra`` …). A metric that
+    raises, or returns anything but one finite number, gives an error row for itself
+    alone, naming the plugin and what it returned, so that the unit's other rows stand."""
+    try:
+        value = metric.compute(y_true, y_pred)
+    except Exception as exc:  # noqa: BLE001 - a faulty metric fails its own row
+        problem = f"raised {type(exc).__name__}: {brief(str(exc), 200)}"
+    else:
+        number = finite_number(value)
+        if number is not None:
+            return ResultRow(metric=label, value=number, direction=metric.direction(), **fields)
+        problem = f"returned {brief(repr(value))}, not a finite number"
+    return ResultRow(metric=label, value=None, direction=metric.direction(), status="error",
+                     error=f"metric {label!r} (plugin {type(metric).name!r}) {problem}", **fields)

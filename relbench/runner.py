@@ -32,8 +32,9 @@ from relbench import __version__
 from relbench.cache import RESERVED_FIELDS, EmbeddingCache, identity_key
 from relbench.config import EncoderSpec, PluginSpec, Suite, Task
 from relbench.descriptions import Descriptions, check_same, loaded
-from relbench.identity import PROTOCOL_VERSION, explain, fingerprint, key_json
-from relbench.errors import BadEmbeddings, ConfigError, UserError
+from relbench.identity import (PROTOCOL_VERSION, changed_fields, explain, fingerprint, key_json, relabelled,
+                               same_plugins)
+from relbench.errors import BadEmbeddings, ConfigError, OutputNotWritable, UserError
 from relbench.interfaces import (
     AnchorContext,
     Anchors,
@@ -48,7 +49,7 @@ from relbench.interfaces import (
 from relbench.plugins import Registry
 from relbench.progress import SuiteBar
 from relbench.protocol import Draw, draw
-from relbench.results import ResultStore, environment, git_revision
+from relbench.results import ResultStore, TaskLines, environment, git_revision
 from relbench.sharing import SharedWork
 from relbench.training import NonFinite
 from relbench.rows import TASK_ERROR, display_key, flat_row
@@ -134,6 +135,16 @@ class TaskPlan:
         return {"task": self.task, "units": len(self.units), "done": len(self.units) - len(todo),
                 "to_compute": len(todo), "stale": len(self.stale),
                 "stale_reasons": dict(self.reasons())}
+
+
+def _plugin_columns(key: UnitKey) -> set[str]:
+    """The columns of a unit key that hold plugins (a spec or a list of specs): their
+    displayed values are labels."""
+    def plugin(value: Any) -> bool:
+        return isinstance(value, PluginSpec) or (isinstance(value, (list, tuple, set, frozenset)) and bool(value)
+                                                 and all(isinstance(v, PluginSpec) for v in value))
+
+    return {c for c, v in key.items() if c != USES and plugin(v)}
 
 
 def _shorten(fields: list[str], most: int = 3) -> list[str]:
@@ -247,14 +258,40 @@ class TaskRun:
             done = set() if self.runner.force else {u.id for u in units if u.id in lines.done}
             stale = {}
             if not self.runner.force:
-                replaced = [(u, lines.by_display.get(key_json(u.display))) for u in units if u.id not in lines.units]
-                replaced = [(u, old) for u, old in replaced if old is not None]
-                olds = self.runner.store.fetch(self.task.name, [old for _, old in replaced])
-                for (u, _), old in zip(replaced, olds):
+                for u, old in self._replaced(units, lines):
                     if old.get("inputs"):
                         stale[u.id] = explain(old["inputs"], u.inputs)
             self._plan = TaskPlan(self.task.name, units, done, stale)
         return self._plan
+
+    def _replaced(self, units: list[PlannedUnit], lines: TaskLines) -> list[tuple[PlannedUnit, dict]]:
+        """Each unit without a stored line of its identity, with the stored line it
+        replaces: the newest line with its displayed key; else, of the lines no unit of
+        the plan shows whose keys differ from its own only in the labels of plugins of
+        the same classes (a grid plugin's edited parameters change its default label),
+        the one with the fewest changed inputs, the newest of those."""
+        new = [u for u in units if u.id not in lines.units]
+        same = {u.id: lines.by_display.get(key_json(u.display)) for u in new}
+        shown = {key_json(u.display) for u in units}
+        orphans = [(json.loads(k), e) for k, e in lines.by_display.items() if k not in shown] \
+            if None in same.values() else []
+        matches = {u.id: [same[u.id]] if same[u.id] is not None else [
+            e for display, e in orphans if relabelled(display, u.display, _plugin_columns(u.key))] for u in new}
+        entries = list({e.offset: e for found in matches.values() for e in found}.values())
+        fetched = self.runner.store.fetch(self.task.name, entries)
+        if len(fetched) != len(entries):  # damage was found and set aside: the lines moved
+            return []
+        line_at = {e.offset: line for e, line in zip(entries, fetched)}
+        out = []
+        for u in new:
+            olds = [line_at[e.offset] for e in matches[u.id]]
+            if same[u.id] is None:  # matched by its plugins' classes, not by its key
+                olds = [old for old in olds if isinstance(old.get("inputs"), dict) and same_plugins(
+                    old["inputs"].get("unit", {}), u.inputs["unit"], _plugin_columns(u.key))]
+            if olds:
+                out.append((u, min(olds, key=lambda old: (len(changed_fields(old.get("inputs"), u.inputs)),
+                                                          -old["time"]))))
+        return out
 
     def _check_sizes(self) -> None:
         """User errors that only the data reveal, before any work."""
@@ -630,6 +667,9 @@ class TaskRun:
             if bad is not None:
                 raise NonFinite(f"task kind {self.kind.name!r} produced {bad.value} for {bad.metric!r} "
                                 f"(cell {bad.cell or planned.display}); a non-finite number is never scored")
+            self.runner.stats.failures += [  # rows the kind failed alone (a faulty metric, one pair)
+                f"{self.task.name} {planned.display} {r.cell}: {(r.error or 'error').splitlines()[0]}"
+                for r in rows if r.status == "error"]
         except KeyboardInterrupt:
             raise
         except BadEmbeddings:
@@ -844,7 +884,7 @@ class Runner:
         self.bar.task(task.name)
         try:
             task_run.kind.run(task_run)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, OutputNotWritable):  # a full disk ends the run: nothing more can be stored
             raise
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failing task is data; the next task runs
             if isinstance(exc, SystemExit):

@@ -34,9 +34,11 @@ import torch
 import pandas as pd
 
 from relbench.config import EncoderSpec, PluginSpec, Task
+from relbench.errors import UserError
 from relbench.interfaces import (DatasetData, FitContext, NotAchievable, ResultRow, StitchSide, TaskKind, TaskRunAPI,
                                  UnitKey)
 from relbench.pages import Page
+from relbench.rows import metric_row
 from relbench.samples import predictions
 from relbench.tuning import Candidate, candidates, choose
 from relbench_stitching import page as pages
@@ -232,6 +234,7 @@ class Stitching(TaskKind):
                 banks = {"train": run.banks("train", seed), "test": run.banks("test", seed)}
                 if protocol.validation > 0:
                     banks["validation"] = run.banks("validation", seed)
+                mismatched = _width_mismatches(banks)
                 current_seed = seed
             if combo.similarity != current_similarity:
                 _forget_relative_sides(sides, similarities)
@@ -239,6 +242,9 @@ class Stitching(TaskKind):
             target, sources = target_spec.label, [s.label for s in source_specs]
             excluded = frozenset(h.label for h in held)
             with run.unit(self._key(seed, combo, target_spec, held)) as rows:
+                if target in mismatched:
+                    raise EncoderWidths(mismatched[target])
+
                 def fit(cand: Candidate) -> Fitted:
                     specs = cand.specs
                     sel, sim_spec = specs.get("selector"), specs.get("similarity")
@@ -280,7 +286,11 @@ class Stitching(TaskKind):
                 if reports:
                     extra["encoder_reports"] = reports
                 for source in sources:
-                    rows += _evaluate(stitcher, side(source, sim_spec, anchors), metrics, extra)
+                    if source in mismatched:  # only this pair fails; the unit's other pairs are scored
+                        rows.append(ResultRow(metric="error", value=None, direction="neutral", cell={"source": source},
+                                              status="error", error=mismatched[source]))
+                    else:
+                        rows += _evaluate(stitcher, side(source, sim_spec, anchors), metrics, extra)
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Ranking, references, achievable pairs, heatmaps and, for ``protocol:
@@ -298,6 +308,20 @@ class Stitching(TaskKind):
     def claim_rows(self, results: pd.DataFrame) -> pd.DataFrame:
         """Stitched cells only: a decoder evaluated on another encoder than its own."""
         return results[results["source"] != results["target"]]
+
+
+class EncoderWidths(UserError):
+    """An encoder embeds the task's splits in different widths: no pair it takes part
+    in can be scored."""
+
+
+def _width_mismatches(banks: dict[str, dict]) -> dict[str, str]:
+    """For each encoder whose train and test embeddings differ in width, the message of
+    the pairs it takes part in (the validation bank is drawn from the train split)."""
+    return {label: f"encoder {label!r} embeds split 'train' in {bank.dim} dimensions but split 'test' in "
+                   f"{banks['test'][label].dim}; an encoder must give every split the same width. Fix the encoder: "
+                   f"the pairs involving it fail, the others are computed."
+            for label, bank in banks["train"].items() if bank.dim != banks["test"][label].dim}
 
 
 def _forget_relative_sides(sides: dict[tuple, StitchSide], similarities: dict[tuple, object]) -> None:
@@ -325,8 +349,7 @@ def _evaluate(stitcher, source: StitchSide, metrics, extra: dict) -> list[Result
                          f"nothing is scored on them")
     y_true = source.test.labels.cpu().numpy()
     y_pred = pred.logits.argmax(dim=1).cpu().numpy()
-    rows = [ResultRow(metric=label, value=float(metric.compute(y_true, y_pred)), direction=metric.direction(),
-                      cell=cell, extra=extra) for label, metric in metrics]
+    rows = [metric_row(label, metric, y_true, y_pred, cell=cell, extra=extra) for label, metric in metrics]
     rows[0].per_sample = predictions(source.test.ids, y_true, y_pred)
     rows += [ResultRow(metric=name, value=float(d.value), direction=d.direction, cell=cell, extra=extra)
              for name, d in pred.extras.items() if d.value is not None and np.isfinite(d.value)]
