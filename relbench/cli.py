@@ -387,7 +387,7 @@ def _stored_suite(args, registry):
         raise ConfigError(f"{args.tasks}: no such tasks file. Pass the tasks file whose results to use, e.g. "
                           f"`relbench {args.command} tasks.yaml`; pages and exports show the results of its tasks.")
     suite = load_suite(args.tasks, registry)
-    runner = Runner(suite, registry, quiet=True, output=args.output)
+    runner = Runner(suite, registry, output=args.output)  # not quiet: damaged lines set aside are said
     if not runner.store.tasks():
         raise UserError(f"No stored results in {runner.store.root}. Run `relbench run {args.tasks}` first, or point "
                         f"--output at the results directory.")
