@@ -210,3 +210,16 @@ def test_bank_needs_list_the_anchor_pools_selectors_declare(registry, write_yaml
     assert [n.key for n in needs[6:]] == [n.key for n in needs[:3]] and len({n.key for n in needs[:6]}) == 6
     X, meta = task_run.bank_entry(needs[-1])
     assert torch.equal(X, task_run.pool_banks("toy-blobs")["c"].X) and meta["n"] == needs[-1].n == 240
+
+
+def test_restrict_never_counts_a_unit_it_does_not_know_as_done(registry, write_yaml):
+    from relbench.config import load_suite
+    from relbench.errors import UserError
+    from relbench.runner import Runner
+
+    runner = Runner(load_suite(write_yaml(RUNNER_TASKS), registry), registry, quiet=True)
+    (task_run,) = runner.plans()
+    units = task_run.plan().units
+    with pytest.raises(UserError, match=r"1 of the 2 units to compute here are not in this process's plan .*f{40}"):
+        task_run.restrict({units[0].id, "f" * 40})
+    assert task_run.restrict({units[0].id}).todo == units[:1]
