@@ -28,6 +28,12 @@ encoding that fails (an encoder returning NaN …) fails its task as it does loc
 the encoder's message. Ctrl-C cancels what is in flight; what the driver stored stays,
 and the same command resumes. A plugin's failure inside a unit is data, stored as an
 error row, as locally.
+
+Agreement: a worker plans the task again with its own plugins, so every Ray task carries
+the driver's :func:`registry_digest`, and a worker whose plugins differ (another version
+of a method, another package version) fails it, naming them, before any work
+(:class:`PluginMismatch`). The driver checks that every unit it sent came back stored or
+failed, and reports the others by name; the run then exits 1 and the next run computes them.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import contextlib
 import itertools
 import math
 import os
+import socket
 import sys
 import tempfile
 from collections import Counter
@@ -49,6 +56,7 @@ from relbench.rows import TASK_ERROR
 if TYPE_CHECKING:
     import numpy as np
 
+    from relbench.plugins import Registry
     from relbench.runner import BankNeed, Runner, RunStats, TaskRun
 
 #: shards per worker CPU: enough that a dying worker loses little and the last shards
@@ -70,6 +78,7 @@ class Job:
     command: str
     env: tuple[tuple[str, str], ...]  #: :data:`FORWARDED_ENV` as the driver has them
     sys_path: tuple[str, ...]  #: the driver's import path (local plugin modules)
+    plugins: tuple[tuple[str, str, str], ...]  #: the driver's :func:`registry_digest`
     threads: int = 1
 
 
@@ -101,6 +110,37 @@ class ShardResult:
     lines: list[dict]
     figures: dict[str, bytes]
     stats: dict[str, Any] = field(default_factory=dict)
+
+
+class PluginMismatch(UserError):
+    """A Ray worker loads other plugin code than the driver."""
+
+
+def registry_digest(registry: Registry) -> tuple[tuple[str, str, str], ...]:
+    """Every plugin of ``registry`` as (``interface:name``, its ``version``, its package
+    and that package's version), sorted: what a worker must load the same as the driver
+    for its plan of a task to be the driver's."""
+    return tuple(sorted((f"{interface}:{name}", str(reg.cls.version), reg.package)
+                        for interface, table in registry.by_interface.items() for name, reg in table.items()))
+
+
+def check_plugins(driver: tuple[tuple[str, str, str], ...], worker: tuple[tuple[str, str, str], ...]) -> None:
+    """Raise :class:`PluginMismatch` naming the plugins whose version or package differs
+    between the driver's digest and this worker's (or that one side lacks)."""
+    if driver == worker:
+        return
+    ours, theirs = ({key: (version, package) for key, version, package in digest} for digest in (driver, worker))
+    differ = [key for key in sorted(set(ours) | set(theirs)) if ours.get(key) != theirs.get(key)]
+
+    def describe(entry: tuple[str, str] | None) -> str:
+        return "none" if entry is None else f"version {entry[0]!r} ({entry[1]})"
+
+    shown = "; ".join(f"{key.split(':', 1)[0]} {key.split(':', 1)[1]!r}: the driver has {describe(ours.get(key))}, "
+                      f"this worker has {describe(theirs.get(key))}" for key in differ[:3])
+    more = f"; and {len(differ) - 3} more" if len(differ) > 3 else ""
+    raise PluginMismatch(f"the Ray worker on {socket.gethostname()} loads other plugin code than the driver "
+                         f"({shown}{more}). Install the same relbench and plugin packages, and the same local "
+                         f"plugin modules, on every node of the cluster, then run again.")
 
 
 def shard_units(units: list[tuple[str, Any]], cpus: int) -> list[list[str]]:
@@ -175,6 +215,7 @@ def _task_run(job: Job, task: str):
             sys.path.insert(0, entry)
     torch.set_num_threads(job.threads)
     runner = _runner(job)
+    check_plugins(job.plugins, registry_digest(runner.registry))  # before this worker's plan counts for anything
     runner.only = [task]
     with tempfile.TemporaryDirectory(prefix="relbench-shard-") as tmp:
         runner.store = ResultStore(Path(tmp))
@@ -257,7 +298,7 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
     compute, encode = ray.remote(compute_shard), ray.remote(encode_bank)
     job = Job(tasks_file=str(Path(runner.suite.file).resolve()), run_id=runner.run_id, command=runner.command,
               env=tuple((name, os.environ[name]) for name in FORWARDED_ENV if name in os.environ),
-              sys_path=tuple(sys.path))
+              sys_path=tuple(sys.path), plugins=registry_digest(runner.registry))
     total = 0
     stale: dict[str, dict[str, list[str]]] = {}
     banks: dict[str, Any] = {}  # cache key → object ref of (rows, metadata, counters)
@@ -298,6 +339,7 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
     banks.clear()  # the shards hold their banks now: Ray frees each once its last shard is done
     bar = progress_bar(total=total, desc="units (ray)", disable=quiet)
     errors: Counter = Counter({name: 1 for name in failed})
+    lost: dict[tuple[str, str], list[str]] = {}  # (task, why) → the units not stored, for that reason
     pending = [*encodings, *shards]
     try:
         while pending:
@@ -313,20 +355,45 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
             except ray.exceptions.RayError as exc:
                 errors[shard.task] += 1
                 if shard.task not in failed:  # a failed encoding has said why already
-                    runner.stats.failures.append(
-                        f"{shard.task}: {len(shard.units)} units lost with their Ray worker ({type(exc).__name__}); "
-                        f"nothing of them is stored, so the next run computes them")
+                    lost.setdefault((shard.task, _why_lost(ray, exc)), []).extend(shard.units)
                 continue
             errors[shard.task] += _store(runner, shard, result, stale[shard.task])
+            returned = {line["unit"] for line in result.lines}
+            missing = [] if TASK_ERROR in returned else [u for u in shard.units if u not in returned]
+            if missing:  # neither stored nor failed: never counted as done
+                errors[shard.task] += 1
+                lost.setdefault((shard.task, "they came back from their Ray worker neither stored nor failed; "
+                                             "the next run computes them"), []).extend(missing)
     except KeyboardInterrupt:
         for ref in pending:
             ray.cancel(ref, force=True)
         raise
     finally:
         bar.close()
+    by_name = {task_run.task.name: task_run for task_run in task_runs}
+    for (task, why), units in lost.items():
+        runner.stats.failures.append(f"{task}: {len(units)} units not stored ({_named(by_name[task], units)}): {why}")
     for task_run in task_runs:
         if task_run.plan().todo and not errors[task_run.task.name]:
             runner.clear_task_error(task_run.task)
+
+
+def _why_lost(ray, exc: Exception) -> str:
+    """Why a shard's units are not stored: its worker raised (a user error, such as other
+    plugin code, says how to fix it), or the worker or its node died."""
+    cause = getattr(exc, "cause", None) if isinstance(exc, ray.exceptions.RayTaskError) else None
+    if isinstance(cause, UserError):
+        return str(cause).splitlines()[0]
+    if isinstance(cause, Exception):
+        return f"their Ray worker raised {type(cause).__name__}: {str(cause).splitlines()[0]}"
+    return f"they were lost with their Ray worker ({type(exc).__name__}); the next run computes them"
+
+
+def _named(task_run: TaskRun, units: list[str], most: int = 3) -> str:
+    """The first ``most`` of ``units`` by their displayed keys, then how many more."""
+    display = {u.id: u.display for u in task_run.plan().units}
+    shown = ", ".join(str(display.get(uid, uid)) for uid in units[:most])
+    return shown + (f" and {len(units) - most} more" if len(units) > most else "")
 
 
 def _encoded(ray, runner: Runner, ref: Any, need: BankNeed, readers: list[TaskRun], errors: Counter) -> set[str]:
