@@ -34,6 +34,10 @@ the driver's :func:`registry_digest`, and a worker whose plugins differ (another
 of a method, another package version) fails it, naming them, before any work
 (:class:`PluginMismatch`). The driver checks that every unit it sent came back stored or
 failed, and reports the others by name; the run then exits 1 and the next run computes them.
+
+Counters: a bank counts once per task that reads it, as in a local run: encoded, where an
+encoding computed it, else reused from the cache; a worker's reads of the banks it was
+given are not counted again.
 """
 
 from __future__ import annotations
@@ -304,6 +308,7 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
     banks: dict[str, Any] = {}  # cache key → object ref of (rows, metadata, counters)
     encodings: dict[Any, BankNeed] = {}
     readers: dict[str, list[TaskRun]] = {}  # cache key → the tasks that read that bank
+    reused: Counter = Counter()  # task → banks it reads that no encoding of its computes
     shards: dict[Any, Shard] = {}
     failed: set[str] = set()
     for task_run in task_runs:
@@ -323,14 +328,14 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
         options = {"num_cpus": 1, "num_gpus": 1 if wants_gpu else 0, "max_retries": RETRIES}
         for need in needs:
             readers.setdefault(need.key, []).append(task_run)
-            if need.key in banks:
-                continue
-            hit = task_run.cached_entry(need)
-            if hit is not None:
+            if need.key not in banks:
+                hit = task_run.cached_entry(need)
+                if hit is None:
+                    banks[need.key] = encode.options(**options).remote(Encoding(job, task.name, need))
+                    encodings[banks[need.key]] = need
+                    continue
                 banks[need.key] = ray.put((hit[0].numpy(), hit[1], {}))
-            else:
-                banks[need.key] = encode.options(**options).remote(Encoding(job, task.name, need))
-                encodings[banks[need.key]] = need
+            reused[task.name] += 1
         for units in shard_units([(u.id, u.key.get("seed")) for u in todo], cpus):
             shard = Shard(job, task.name, tuple(units), tuple(need.key for need in needs))
             shards[compute.options(**options).remote(shard, *(banks[need.key] for need in needs))] = shard
@@ -370,6 +375,7 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
         raise
     finally:
         bar.close()
+    runner.stats.cached += sum(n for name, n in reused.items() if name not in failed)
     by_name = {task_run.task.name: task_run for task_run in task_runs}
     for (task, why), units in lost.items():
         runner.stats.failures.append(f"{task}: {len(units)} units not stored ({_named(by_name[task], units)}): {why}")

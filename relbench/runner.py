@@ -418,7 +418,7 @@ class TaskRun:
             return self._ahead.pop(need.key)
         hit = self.cached_entry(need)
         if hit is not None:
-            self.runner.stats.cached += 1
+            self.runner.stats.cached += need.key not in self.runner.cache.held  # held: counted where it was read
             return hit
         data = loaded(data)  # a described data set is loaded now: its items are read
         ctx = self._encoder_ctx(spec, data, view)

@@ -112,7 +112,8 @@ def test_a_worker_reads_the_banks_it_is_given_and_encodes_nothing(tmp_path, monk
         X, meta, stats = ray_executor.encode_bank(ray_executor.Encoding(job, "blobs", needs[0]))
     finally:
         ray_executor._RUNNERS.clear()
-    assert result.stats["encoded"] == 0 and result.stats["cached"] == 6 and result.stats["failures"] == []
+    # the banks it was given were counted by the driver: the shard counts none of them
+    assert result.stats["encoded"] == 0 and result.stats["cached"] == 0 and result.stats["failures"] == []
     stored = {line["unit"]: line["rows"] for line in ResultStore(tmp_path / "results").fetch(
         "blobs", list(ResultStore(tmp_path / "results").read("blobs").units.values()))}
     values = lambda rows: [(r["metric"], r.get("source"), r["value"]) for r in rows]  # noqa: E731
@@ -375,3 +376,26 @@ def test_units_a_shard_does_not_return_fail_the_run_by_name(inline_ray, monkeypa
     monkeypatch.setattr(ray_executor, "compute_shard", compute)
     assert _run_ray() == 0  # the next run computes them
     assert len(ResultStore(Path("results")).read("blobs").done) == 6
+
+
+def test_ray_counts_banks_as_a_local_run_does(inline_ray, tmp_path, monkeypatch):
+    """Each bank once per task that reads it, encoded or reused from the cache; before,
+    the driver's cache hits were not counted and every shard counted its banks again."""
+    from relbench.config import load_suite
+    from relbench.plugins import load_registry
+    from relbench.ray_executor import run_on_ray
+    from relbench.runner import Runner
+
+    (tmp_path / "tasks.yaml").write_text(_quick_tasks("blobs", "blobs-2", seeds=1))  # both read the same 6 banks
+    registry = load_registry([], [])
+
+    def counts(executor: str, cache: str, **kw) -> tuple[int, int]:
+        monkeypatch.setenv("RELBENCH_CACHE_DIR", str(tmp_path / cache))
+        runner = Runner(load_suite(tmp_path / "tasks.yaml", registry), registry, quiet=True,
+                        output=tmp_path / executor, **kw)
+        stats = run_on_ray(runner, None, quiet=True) if executor == "ray" else runner.run()
+        assert stats.failures == [] and stats.units_done == 6
+        return stats.encoded, stats.cached
+
+    assert counts("ray", "ray-cache") == counts("local", "local-cache") == (6, 6)  # an empty cache
+    assert counts("ray", "ray-cache", force=True) == counts("local", "local-cache", force=True) == (0, 12)
