@@ -35,6 +35,10 @@ of a method, another package version) fails it, naming them, before any work
 (:class:`PluginMismatch`). The driver checks that every unit it sent came back stored or
 failed, and reports the others by name; the run then exits 1 and the next run computes them.
 
+Authentication: the local instance a run starts uses a token of the run's own
+(:func:`_run_token`); a cluster that refuses the driver's token is a user error that says
+what to set.
+
 Counters: a bank counts once per task that reads it, as in a local run: encoded, where an
 encoding computed it, else reused from the cache; a worker's reads of the banks it was
 given are not counted again.
@@ -46,6 +50,7 @@ import contextlib
 import itertools
 import math
 import os
+import secrets
 import socket
 import sys
 import tempfile
@@ -260,23 +265,19 @@ def _import_ray():
 
 
 def run_on_ray(runner: Runner, address: str | None, quiet: bool) -> RunStats:
-    """Compute every selected task's units still to do on Ray (a local instance when
-    ``address`` is None, else the cluster at ``address``, e.g. ``auto`` or
-    ``HOST:PORT``); store them from this process; return the run's counters."""
+    """Compute every selected task's units still to do on Ray (an instance of this run's
+    own on this machine when ``address`` is None, else the cluster at ``address``, e.g.
+    ``auto`` or ``HOST:PORT``); store them from this process; return the run's counters."""
     ray = _import_ray()
     plans = runner.plans()  # user errors before anything is written or started
     runner.store.ensure_writable()
     runner.cache.ensure_writable()
     started = not ray.is_initialized()
-    if started:
-        try:
-            ray.init(address=address, log_to_driver=False, configure_logging=False, include_dashboard=False)
-        except ConnectionError as exc:
-            raise UserError(f"cannot reach a Ray cluster at {address!r} ({exc}). Start one (`ray start --head`, "
-                            f"then `ray start --address HEAD:PORT` on each worker machine) and pass "
-                            f"`--address HEAD:PORT` or `--address auto` on a cluster node; leave `--address` out "
-                            f"to start Ray on this machine.") from None
-    try:
+    with contextlib.ExitStack() as session:
+        if started:
+            session.enter_context(_run_token() if address is None else contextlib.nullcontext())
+            _connect(ray, address)
+            session.callback(ray.shutdown)
         with contextlib.ExitStack() as locks:
             todo = []
             for task_run in plans:
@@ -287,10 +288,59 @@ def run_on_ray(runner: Runner, address: str | None, quiet: bool) -> RunStats:
                     runner.say(f"task {task_run.task.name} is being computed by another relbench run on this "
                                f"store; left to it (run again afterwards for what it leaves)")
             _drive(ray, runner, todo, quiet)
-    finally:
-        if started:
-            ray.shutdown()
     return runner.stats
+
+
+@contextlib.contextmanager
+def _run_token():
+    """A token of this run's own for the local Ray instance it starts (``RAY_AUTH_TOKEN``
+    in this process's environment, which the instance's processes inherit, until the
+    block ends), unless ``RAY_AUTH_MODE`` or ``RAY_AUTH_TOKEN`` is set. Ray (2.5x and
+    later) turns token authentication on for a local instance; without a token it writes
+    one to ``~/.ray/auth_token``, and that file turns token authentication on for every
+    cluster a later ``ray start --head`` starts on this machine, which then refuses the
+    ``ray start --address`` and ``--address`` runs that lack the token."""
+    names = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")  # Ray sets the mode to "token" when it is unset
+    if any(name in os.environ for name in names):
+        yield
+        return
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    try:
+        yield
+    finally:
+        for name in names:
+            os.environ.pop(name, None)
+
+
+def _connect(ray, address: str | None) -> None:
+    """Start Ray on this machine (``address`` None) or join the cluster at ``address``;
+    a cluster that cannot be reached, or that refuses this process's authentication,
+    is a user error saying what to set."""
+    try:
+        ray.init(address=address or "local", log_to_driver=False, configure_logging=False, include_dashboard=False)
+    except (ConnectionError, ray.exceptions.RayError) as exc:
+        if _refused_token(exc):
+            raise UserError(
+                f"the Ray cluster at {address!r} refused this process: it uses token authentication, and this "
+                f"process has no token or another one. Set RAY_AUTH_MODE=token here, and on every machine that runs "
+                f"`ray start --address`, with the head machine's ~/.ray/auth_token copied to ~/.ray/auth_token (or "
+                f"its content in RAY_AUTH_TOKEN); or, on a trusted network, start the cluster with "
+                f"RAY_AUTH_MODE=disabled set for `ray start --head` and each `ray start --address`.") from None
+        raise UserError(f"cannot reach a Ray cluster at {address!r} ({str(exc)[:200]}). Start one (`ray start "
+                        f"--head`, then `ray start --address HEAD:PORT` on each worker machine) and pass "
+                        f"`--address HEAD:PORT` or `--address auto` on a cluster node; leave `--address` out "
+                        f"to start Ray on this machine.") from None
+
+
+def _refused_token(exc: BaseException | None) -> bool:
+    """Whether what ``ray.init`` raised comes from token authentication: Ray raises its
+    ``AuthenticationError``, or, joining a cluster, a ``ConnectionError`` whose cause only
+    quotes it."""
+    while exc is not None:
+        if type(exc).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:

@@ -44,9 +44,18 @@ def _env(tmp_path: Path) -> dict[str, str]:
             "RAY_USAGE_STATS_ENABLED": "0"}
 
 
-def _relbench(tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+def _own_instance_env(tmp_path: Path) -> dict[str, str]:
+    """:func:`_env` as a user has it who sets nothing about Ray's authentication, with a
+    home folder of the test's own (where Ray would write a token)."""
+    env = {**_env(tmp_path), "HOME": str(tmp_path / "home")}
+    del env["RAY_AUTH_MODE"]
+    return env
+
+
+def _relbench(tmp_path: Path, *args: str, timeout: float = 240, env: dict[str, str] | None = None
+              ) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "relbench.cli", "run", "tasks.yaml", "-q", *args], cwd=tmp_path,
-                          env=_env(tmp_path), capture_output=True, text=True, timeout=timeout)
+                          env=env or _env(tmp_path), capture_output=True, text=True, timeout=timeout)
 
 
 def _rows(store: Path):
@@ -65,8 +74,10 @@ NAN_TASK = RUNNER_TASKS[RUNNER_TASKS.index("  - name: blobs"):].replace("name: b
 def test_a_local_ray_instance_stores_what_a_local_run_stores(tmp_path):
     pytest.importorskip("ray")
     (tmp_path / "tasks.yaml").write_text(TASKS + NAN_TASK)
-    ray_run = _relbench(tmp_path, "--executor", "ray")
+    ray_run = _relbench(tmp_path, "--executor", "ray", env=_own_instance_env(tmp_path))
     assert ray_run.returncode == 1, ray_run.stderr  # the NaN task fails, as locally, with the encoder's message
+    # the instance it started used a token of its own: none is left for a later `ray start --head` to turn on
+    assert not (tmp_path / "home" / ".ray" / "auth_token").exists()
     assert "encoder 'a'" in ray_run.stderr and "rows 3, 7" in ray_run.stderr and "Traceback" not in ray_run.stderr
     cached = sorted(p.name for p in (tmp_path / "cache" / "embeddings").glob("*.json"))
     assert len(cached) == 3 * 2  # 3 encoders × 2 splits: nan-blobs shares b's and c's; its a's NaN is never cached
@@ -399,3 +410,15 @@ def test_ray_counts_banks_as_a_local_run_does(inline_ray, tmp_path, monkeypatch)
 
     assert counts("ray", "ray-cache") == counts("local", "local-cache") == (6, 6)  # an empty cache
     assert counts("ray", "ray-cache", force=True) == counts("local", "local-cache", force=True) == (0, 12)
+
+
+def test_a_cluster_that_refuses_the_token_is_a_user_error_saying_what_to_set(inline_ray, capsys):
+    """What Ray 2.5x raises joining a cluster with token authentication without its token."""
+    refused = RuntimeError("Failed to connect to GCS. Last connection error: ray.exceptions.AuthenticationError: "
+                           "RPC error: InvalidAuthToken: Authentication token is missing or incorrect.")
+    inline_ray.init_error = ConnectionError("Failed to connect to Ray cluster at 10.0.0.1:6379")
+    inline_ray.init_error.__cause__ = refused
+    assert _run_ray("--address", "10.0.0.1:6379") == 2
+    err = capsys.readouterr().err
+    assert "refused this process: it uses token authentication" in err and "Traceback" not in err
+    assert "RAY_AUTH_MODE=token" in err and "RAY_AUTH_MODE=disabled" in err
