@@ -28,6 +28,20 @@ encoding that fails (an encoder returning NaN …) fails its task as it does loc
 the encoder's message. Ctrl-C cancels what is in flight; what the driver stored stays,
 and the same command resumes. A plugin's failure inside a unit is data, stored as an
 error row, as locally.
+
+Agreement: a worker plans the task again with its own plugins, so every Ray task carries
+the driver's :func:`registry_digest`, and a worker whose plugins differ (another version
+of a method, another package version) fails it, naming them, before any work
+(:class:`PluginMismatch`). The driver checks that every unit it sent came back stored or
+failed, and reports the others by name; the run then exits 1 and the next run computes them.
+
+Authentication: the local instance a run starts uses a token of the run's own
+(:func:`_run_token`); a cluster that refuses the driver's token is a user error that says
+what to set.
+
+Counters: a bank counts once per task that reads it, as in a local run: encoded, where an
+encoding computed it, else reused from the cache; a worker's reads of the banks it was
+given are not counted again.
 """
 
 from __future__ import annotations
@@ -36,6 +50,8 @@ import contextlib
 import itertools
 import math
 import os
+import secrets
+import socket
 import sys
 import tempfile
 from collections import Counter
@@ -49,6 +65,7 @@ from relbench.rows import TASK_ERROR
 if TYPE_CHECKING:
     import numpy as np
 
+    from relbench.plugins import Registry
     from relbench.runner import BankNeed, Runner, RunStats, TaskRun
 
 #: shards per worker CPU: enough that a dying worker loses little and the last shards
@@ -70,6 +87,7 @@ class Job:
     command: str
     env: tuple[tuple[str, str], ...]  #: :data:`FORWARDED_ENV` as the driver has them
     sys_path: tuple[str, ...]  #: the driver's import path (local plugin modules)
+    plugins: tuple[tuple[str, str, str], ...]  #: the driver's :func:`registry_digest`
     threads: int = 1
 
 
@@ -101,6 +119,37 @@ class ShardResult:
     lines: list[dict]
     figures: dict[str, bytes]
     stats: dict[str, Any] = field(default_factory=dict)
+
+
+class PluginMismatch(UserError):
+    """A Ray worker loads other plugin code than the driver."""
+
+
+def registry_digest(registry: Registry) -> tuple[tuple[str, str, str], ...]:
+    """Every plugin of ``registry`` as (``interface:name``, its ``version``, its package
+    and that package's version), sorted: what a worker must load the same as the driver
+    for its plan of a task to be the driver's."""
+    return tuple(sorted((f"{interface}:{name}", str(reg.cls.version), reg.package)
+                        for interface, table in registry.by_interface.items() for name, reg in table.items()))
+
+
+def check_plugins(driver: tuple[tuple[str, str, str], ...], worker: tuple[tuple[str, str, str], ...]) -> None:
+    """Raise :class:`PluginMismatch` naming the plugins whose version or package differs
+    between the driver's digest and this worker's (or that one side lacks)."""
+    if driver == worker:
+        return
+    ours, theirs = ({key: (version, package) for key, version, package in digest} for digest in (driver, worker))
+    differ = [key for key in sorted(set(ours) | set(theirs)) if ours.get(key) != theirs.get(key)]
+
+    def describe(entry: tuple[str, str] | None) -> str:
+        return "none" if entry is None else f"version {entry[0]!r} ({entry[1]})"
+
+    shown = "; ".join(f"{key.split(':', 1)[0]} {key.split(':', 1)[1]!r}: the driver has {describe(ours.get(key))}, "
+                      f"this worker has {describe(theirs.get(key))}" for key in differ[:3])
+    more = f"; and {len(differ) - 3} more" if len(differ) > 3 else ""
+    raise PluginMismatch(f"the Ray worker on {socket.gethostname()} loads other plugin code than the driver "
+                         f"({shown}{more}). Install the same relbench and plugin packages, and the same local "
+                         f"plugin modules, on every node of the cluster, then run again.")
 
 
 def shard_units(units: list[tuple[str, Any]], cpus: int) -> list[list[str]]:
@@ -175,6 +224,7 @@ def _task_run(job: Job, task: str):
             sys.path.insert(0, entry)
     torch.set_num_threads(job.threads)
     runner = _runner(job)
+    check_plugins(job.plugins, registry_digest(runner.registry))  # before this worker's plan counts for anything
     runner.only = [task]
     with tempfile.TemporaryDirectory(prefix="relbench-shard-") as tmp:
         runner.store = ResultStore(Path(tmp))
@@ -215,23 +265,19 @@ def _import_ray():
 
 
 def run_on_ray(runner: Runner, address: str | None, quiet: bool) -> RunStats:
-    """Compute every selected task's units still to do on Ray (a local instance when
-    ``address`` is None, else the cluster at ``address``, e.g. ``auto`` or
-    ``HOST:PORT``); store them from this process; return the run's counters."""
+    """Compute every selected task's units still to do on Ray (an instance of this run's
+    own on this machine when ``address`` is None, else the cluster at ``address``, e.g.
+    ``auto`` or ``HOST:PORT``); store them from this process; return the run's counters."""
     ray = _import_ray()
     plans = runner.plans()  # user errors before anything is written or started
     runner.store.ensure_writable()
     runner.cache.ensure_writable()
     started = not ray.is_initialized()
-    if started:
-        try:
-            ray.init(address=address, log_to_driver=False, configure_logging=False, include_dashboard=False)
-        except ConnectionError as exc:
-            raise UserError(f"cannot reach a Ray cluster at {address!r} ({exc}). Start one (`ray start --head`, "
-                            f"then `ray start --address HEAD:PORT` on each worker machine) and pass "
-                            f"`--address HEAD:PORT` or `--address auto` on a cluster node; leave `--address` out "
-                            f"to start Ray on this machine.") from None
-    try:
+    with contextlib.ExitStack() as session:
+        if started:
+            session.enter_context(_run_token() if address is None else contextlib.nullcontext())
+            _connect(ray, address)
+            session.callback(ray.shutdown)
         with contextlib.ExitStack() as locks:
             todo = []
             for task_run in plans:
@@ -242,10 +288,59 @@ def run_on_ray(runner: Runner, address: str | None, quiet: bool) -> RunStats:
                     runner.say(f"task {task_run.task.name} is being computed by another relbench run on this "
                                f"store; left to it (run again afterwards for what it leaves)")
             _drive(ray, runner, todo, quiet)
-    finally:
-        if started:
-            ray.shutdown()
     return runner.stats
+
+
+@contextlib.contextmanager
+def _run_token():
+    """A token of this run's own for the local Ray instance it starts (``RAY_AUTH_TOKEN``
+    in this process's environment, which the instance's processes inherit, until the
+    block ends), unless ``RAY_AUTH_MODE`` or ``RAY_AUTH_TOKEN`` is set. Ray (2.5x and
+    later) turns token authentication on for a local instance; without a token it writes
+    one to ``~/.ray/auth_token``, and that file turns token authentication on for every
+    cluster a later ``ray start --head`` starts on this machine, which then refuses the
+    ``ray start --address`` and ``--address`` runs that lack the token."""
+    names = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")  # Ray sets the mode to "token" when it is unset
+    if any(name in os.environ for name in names):
+        yield
+        return
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    try:
+        yield
+    finally:
+        for name in names:
+            os.environ.pop(name, None)
+
+
+def _connect(ray, address: str | None) -> None:
+    """Start Ray on this machine (``address`` None) or join the cluster at ``address``;
+    a cluster that cannot be reached, or that refuses this process's authentication,
+    is a user error saying what to set."""
+    try:
+        ray.init(address=address or "local", log_to_driver=False, configure_logging=False, include_dashboard=False)
+    except (ConnectionError, ray.exceptions.RayError) as exc:
+        if _refused_token(exc):
+            raise UserError(
+                f"the Ray cluster at {address!r} refused this process: it uses token authentication, and this "
+                f"process has no token or another one. Set RAY_AUTH_MODE=token here, and on every machine that runs "
+                f"`ray start --address`, with the head machine's ~/.ray/auth_token copied to ~/.ray/auth_token (or "
+                f"its content in RAY_AUTH_TOKEN); or, on a trusted network, start the cluster with "
+                f"RAY_AUTH_MODE=disabled set for `ray start --head` and each `ray start --address`.") from None
+        raise UserError(f"cannot reach a Ray cluster at {address!r} ({str(exc)[:200]}). Start one (`ray start "
+                        f"--head`, then `ray start --address HEAD:PORT` on each worker machine) and pass "
+                        f"`--address HEAD:PORT` or `--address auto` on a cluster node; leave `--address` out "
+                        f"to start Ray on this machine.") from None
+
+
+def _refused_token(exc: BaseException | None) -> bool:
+    """Whether what ``ray.init`` raised comes from token authentication: Ray raises its
+    ``AuthenticationError``, or, joining a cluster, a ``ConnectionError`` whose cause only
+    quotes it."""
+    while exc is not None:
+        if type(exc).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
@@ -257,12 +352,13 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
     compute, encode = ray.remote(compute_shard), ray.remote(encode_bank)
     job = Job(tasks_file=str(Path(runner.suite.file).resolve()), run_id=runner.run_id, command=runner.command,
               env=tuple((name, os.environ[name]) for name in FORWARDED_ENV if name in os.environ),
-              sys_path=tuple(sys.path))
+              sys_path=tuple(sys.path), plugins=registry_digest(runner.registry))
     total = 0
     stale: dict[str, dict[str, list[str]]] = {}
     banks: dict[str, Any] = {}  # cache key → object ref of (rows, metadata, counters)
     encodings: dict[Any, BankNeed] = {}
     readers: dict[str, list[TaskRun]] = {}  # cache key → the tasks that read that bank
+    reused: Counter = Counter()  # task → banks it reads that no encoding of its computes
     shards: dict[Any, Shard] = {}
     failed: set[str] = set()
     for task_run in task_runs:
@@ -282,14 +378,14 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
         options = {"num_cpus": 1, "num_gpus": 1 if wants_gpu else 0, "max_retries": RETRIES}
         for need in needs:
             readers.setdefault(need.key, []).append(task_run)
-            if need.key in banks:
-                continue
-            hit = task_run.cached_entry(need)
-            if hit is not None:
+            if need.key not in banks:
+                hit = task_run.cached_entry(need)
+                if hit is None:
+                    banks[need.key] = encode.options(**options).remote(Encoding(job, task.name, need))
+                    encodings[banks[need.key]] = need
+                    continue
                 banks[need.key] = ray.put((hit[0].numpy(), hit[1], {}))
-            else:
-                banks[need.key] = encode.options(**options).remote(Encoding(job, task.name, need))
-                encodings[banks[need.key]] = need
+            reused[task.name] += 1
         for units in shard_units([(u.id, u.key.get("seed")) for u in todo], cpus):
             shard = Shard(job, task.name, tuple(units), tuple(need.key for need in needs))
             shards[compute.options(**options).remote(shard, *(banks[need.key] for need in needs))] = shard
@@ -298,6 +394,7 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
     banks.clear()  # the shards hold their banks now: Ray frees each once its last shard is done
     bar = progress_bar(total=total, desc="units (ray)", disable=quiet)
     errors: Counter = Counter({name: 1 for name in failed})
+    lost: dict[tuple[str, str], list[str]] = {}  # (task, why) → the units not stored, for that reason
     pending = [*encodings, *shards]
     try:
         while pending:
@@ -313,20 +410,46 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
             except ray.exceptions.RayError as exc:
                 errors[shard.task] += 1
                 if shard.task not in failed:  # a failed encoding has said why already
-                    runner.stats.failures.append(
-                        f"{shard.task}: {len(shard.units)} units lost with their Ray worker ({type(exc).__name__}); "
-                        f"nothing of them is stored, so the next run computes them")
+                    lost.setdefault((shard.task, _why_lost(ray, exc)), []).extend(shard.units)
                 continue
             errors[shard.task] += _store(runner, shard, result, stale[shard.task])
+            returned = {line["unit"] for line in result.lines}
+            missing = [] if TASK_ERROR in returned else [u for u in shard.units if u not in returned]
+            if missing:  # neither stored nor failed: never counted as done
+                errors[shard.task] += 1
+                lost.setdefault((shard.task, "they came back from their Ray worker neither stored nor failed; "
+                                             "the next run computes them"), []).extend(missing)
     except KeyboardInterrupt:
         for ref in pending:
             ray.cancel(ref, force=True)
         raise
     finally:
         bar.close()
+    runner.stats.cached += sum(n for name, n in reused.items() if name not in failed)
+    by_name = {task_run.task.name: task_run for task_run in task_runs}
+    for (task, why), units in lost.items():
+        runner.stats.failures.append(f"{task}: {len(units)} units not stored ({_named(by_name[task], units)}): {why}")
     for task_run in task_runs:
         if task_run.plan().todo and not errors[task_run.task.name]:
             runner.clear_task_error(task_run.task)
+
+
+def _why_lost(ray, exc: Exception) -> str:
+    """Why a shard's units are not stored: its worker raised (a user error, such as other
+    plugin code, says how to fix it), or the worker or its node died."""
+    cause = getattr(exc, "cause", None) if isinstance(exc, ray.exceptions.RayTaskError) else None
+    if isinstance(cause, UserError):
+        return str(cause).splitlines()[0]
+    if isinstance(cause, Exception):
+        return f"their Ray worker raised {type(cause).__name__}: {str(cause).splitlines()[0]}"
+    return f"they were lost with their Ray worker ({type(exc).__name__}); the next run computes them"
+
+
+def _named(task_run: TaskRun, units: list[str], most: int = 3) -> str:
+    """The first ``most`` of ``units`` by their displayed keys, then how many more."""
+    display = {u.id: u.display for u in task_run.plan().units}
+    shown = ", ".join(str(display.get(uid, uid)) for uid in units[:most])
+    return shown + (f" and {len(units) - most} more" if len(units) > most else "")
 
 
 def _encoded(ray, runner: Runner, ref: Any, need: BankNeed, readers: list[TaskRun], errors: Counter) -> set[str]:

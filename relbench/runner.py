@@ -306,8 +306,17 @@ class TaskRun:
         """The plan with only ``units`` left to compute, every other unit counting as
         done: how an executor that splits a task among workers (:mod:`relbench.ray_executor`)
         gives one worker its share. The kind's loop then skips the rest as it skips
-        stored units."""
+        stored units. A unit id this plan does not list is a :class:`UserError`: the
+        units were planned from other inputs than this process's (another tasks file,
+        data or plugin code), and none of them may count as done."""
         plan = self.plan()
+        unknown = units - {u.id for u in plan.units}
+        if unknown:
+            shown = ", ".join(sorted(unknown)[:3]) + (" …" if len(unknown) > 3 else "")
+            raise UserError(f"task {self.task.name!r}: {len(unknown)} of the {len(units)} units to compute here are "
+                            f"not in this process's plan of the task ({shown}): they were planned from another "
+                            f"tasks file, other data or other plugin code. Use the same relbench, plugins, tasks "
+                            f"file and data everywhere the task runs.")
         plan.done = {u.id for u in plan.units if u.id not in units}
         return plan
 
@@ -447,7 +456,7 @@ class TaskRun:
             return self._ahead.pop(need.key)
         hit = self.cached_entry(need)
         if hit is not None:
-            self.runner.stats.cached += 1
+            self.runner.stats.cached += need.key not in self.runner.cache.held  # held: counted where it was read
             return hit
         data = loaded(data)  # a described data set is loaded now: its items are read
         ctx = self._encoder_ctx(spec, data, view)

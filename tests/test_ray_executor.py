@@ -19,6 +19,7 @@ import torch
 
 from test_core_runner import TASKS as RUNNER_TASKS
 
+from relbench import ray_executor
 from relbench.ray_executor import SHARDS_PER_CPU, shard_units
 
 TESTS = Path(__file__).parent
@@ -43,9 +44,18 @@ def _env(tmp_path: Path) -> dict[str, str]:
             "RAY_USAGE_STATS_ENABLED": "0"}
 
 
-def _relbench(tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+def _own_instance_env(tmp_path: Path) -> dict[str, str]:
+    """:func:`_env` as a user has it who sets nothing about Ray's authentication, with a
+    home folder of the test's own (where Ray would write a token)."""
+    env = {**_env(tmp_path), "HOME": str(tmp_path / "home")}
+    del env["RAY_AUTH_MODE"]
+    return env
+
+
+def _relbench(tmp_path: Path, *args: str, timeout: float = 240, env: dict[str, str] | None = None
+              ) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "relbench.cli", "run", "tasks.yaml", "-q", *args], cwd=tmp_path,
-                          env=_env(tmp_path), capture_output=True, text=True, timeout=timeout)
+                          env=env or _env(tmp_path), capture_output=True, text=True, timeout=timeout)
 
 
 def _rows(store: Path):
@@ -64,8 +74,10 @@ NAN_TASK = RUNNER_TASKS[RUNNER_TASKS.index("  - name: blobs"):].replace("name: b
 def test_a_local_ray_instance_stores_what_a_local_run_stores(tmp_path):
     pytest.importorskip("ray")
     (tmp_path / "tasks.yaml").write_text(TASKS + NAN_TASK)
-    ray_run = _relbench(tmp_path, "--executor", "ray")
+    ray_run = _relbench(tmp_path, "--executor", "ray", env=_own_instance_env(tmp_path))
     assert ray_run.returncode == 1, ray_run.stderr  # the NaN task fails, as locally, with the encoder's message
+    # the instance it started used a token of its own: none is left for a later `ray start --head` to turn on
+    assert not (tmp_path / "home" / ".ray" / "auth_token").exists()
     assert "encoder 'a'" in ray_run.stderr and "rows 3, 7" in ray_run.stderr and "Traceback" not in ray_run.stderr
     cached = sorted(p.name for p in (tmp_path / "cache" / "embeddings").glob("*.json"))
     assert len(cached) == 3 * 2  # 3 encoders × 2 splits: nan-blobs shares b's and c's; its a's NaN is never cached
@@ -83,7 +95,6 @@ def test_a_worker_reads_the_banks_it_is_given_and_encodes_nothing(tmp_path, monk
     """A worker node without the driver's file system: its embedding cache is empty, the
     banks come with the shard, and its lines equal a local run's. Runs without Ray (the
     worker functions are plain Python)."""
-    from relbench import ray_executor
     from relbench.config import load_suite
     from relbench.plugins import load_registry
     from relbench.results import ResultStore
@@ -103,7 +114,7 @@ def test_a_worker_reads_the_banks_it_is_given_and_encodes_nothing(tmp_path, monk
     node_cache = tmp_path / "node-cache"
     job = ray_executor.Job(tasks_file=str(tmp_path / "tasks.yaml"), run_id="r", command="c",
                            env=(("RELBENCH_CACHE_DIR", str(node_cache)), ("RELBENCH_PLUGINS", "toy_plugins")),
-                           sys_path=())
+                           sys_path=(), plugins=ray_executor.registry_digest(registry))
     units = tuple(u.id for u in task_run.plan().units)
     try:
         result = ray_executor.compute_shard(ray_executor.Shard(job, "blobs", units, tuple(n.key for n in needs)),
@@ -112,7 +123,8 @@ def test_a_worker_reads_the_banks_it_is_given_and_encodes_nothing(tmp_path, monk
         X, meta, stats = ray_executor.encode_bank(ray_executor.Encoding(job, "blobs", needs[0]))
     finally:
         ray_executor._RUNNERS.clear()
-    assert result.stats["encoded"] == 0 and result.stats["cached"] == 6 and result.stats["failures"] == []
+    # the banks it was given were counted by the driver: the shard counts none of them
+    assert result.stats["encoded"] == 0 and result.stats["cached"] == 0 and result.stats["failures"] == []
     stored = {line["unit"]: line["rows"] for line in ResultStore(tmp_path / "results").fetch(
         "blobs", list(ResultStore(tmp_path / "results").read("blobs").units.values()))}
     values = lambda rows: [(r["metric"], r.get("source"), r["value"]) for r in rows]  # noqa: E731
@@ -210,3 +222,203 @@ def test_bank_needs_list_the_anchor_pools_selectors_declare(registry, write_yaml
     assert [n.key for n in needs[6:]] == [n.key for n in needs[:3]] and len({n.key for n in needs[:6]}) == 6
     X, meta = task_run.bank_entry(needs[-1])
     assert torch.equal(X, task_run.pool_banks("toy-blobs")["c"].X) and meta["n"] == needs[-1].n == 240
+
+
+class _Ref:
+    """An object reference of :class:`_InlineRay`: the task's value, or what it raised."""
+
+    def __init__(self, value=None, error: Exception | None = None):
+        self.value, self.error = value, error
+
+
+class _InlineRay:
+    """Ray's API as the driver uses it, each Ray task computed in this process when it is
+    submitted: the driver's bookkeeping in well under a second, with the worker functions
+    a test may replace."""
+
+    class exceptions:
+        class RayError(Exception):
+            pass
+
+        class RayTaskError(RayError):
+            def __init__(self, cause: Exception):
+                super().__init__(f"{type(cause).__name__}: {cause}")
+                self.cause = cause
+
+    def __init__(self):
+        self.init_error: Exception | None = None
+
+    def is_initialized(self) -> bool:
+        return False
+
+    def init(self, **kwargs) -> None:
+        if self.init_error is not None:
+            raise self.init_error
+
+    def shutdown(self) -> None:
+        pass
+
+    def cluster_resources(self) -> dict[str, float]:
+        return {"CPU": 1.0}
+
+    def put(self, value) -> _Ref:
+        return _Ref(value)
+
+    def get(self, ref: _Ref):
+        if ref.error is not None:
+            raise ref.error
+        return ref.value
+
+    def wait(self, refs: list, num_returns: int):
+        return refs[:num_returns], refs[num_returns:]
+
+    def cancel(self, ref: _Ref, force: bool = False) -> None:
+        pass
+
+    def remote(self, fn):
+        ray = self
+
+        class Remote:
+            def options(self, **_):
+                return self
+
+            def remote(self, *args):
+                try:
+                    return _Ref(fn(*(ray.get(a) if isinstance(a, _Ref) else a for a in args)))
+                except ray.exceptions.RayTaskError as exc:  # a task it depends on failed
+                    return _Ref(error=exc)
+                except Exception as exc:  # noqa: BLE001 - as Ray: the caller's get raises it
+                    return _Ref(error=ray.exceptions.RayTaskError(exc))
+
+        return Remote()
+
+
+def _quick_tasks(*names: str, seeds: int = 2) -> str:
+    """A tasks file of quick tasks (the absolute baseline, trained one epoch, from three
+    encoders: 3 units a seed), one per name, all reading the same banks."""
+    task = """
+  - name: {}
+    dataset: {{name: toy-blobs}}
+    encoders:
+      - {{name: toy-rotated, label: a, params: {{seed: 1}}}}
+      - {{name: toy-rotated, label: b, params: {{seed: 2}}}}
+      - {{name: toy-rotated, label: c, params: {{seed: 3}}}}
+    grid: {{selectors: [random], similarities: [cosine], stitchers: [{{name: absolute, params: {{epochs: 1}}}}]}}
+    metrics: [accuracy]"""
+    return f"suite: {{seeds: {list(range(seeds))}, num_anchors: 16}}\ntasks:" + "".join(map(task.format, names)) + "\n"
+
+
+@pytest.fixture
+def inline_ray(tmp_path, monkeypatch):
+    """:class:`_InlineRay` in place of Ray, the toy plugins selected as a user's own
+    plugin module would be (so the "workers" load the driver's plugins)."""
+    ray = _InlineRay()
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    monkeypatch.setenv("RELBENCH_PLUGINS", "toy_plugins")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tasks.yaml").write_text(_quick_tasks("blobs"))
+    yield ray
+    ray_executor._RUNNERS.clear()
+
+
+def _run_ray(*args: str) -> int:
+    """``relbench run tasks.yaml --executor ray`` in this process."""
+    from relbench import cli
+
+    return cli.main(["run", "tasks.yaml", "-q", "--executor", "ray", "--no-leaderboard", *args])
+
+
+def _job(plugins: tuple) -> ray_executor.Job:
+    """A job for the tasks file of the current folder, sent with driver digest ``plugins``."""
+    return ray_executor.Job(tasks_file=str(Path("tasks.yaml").resolve()), run_id="r", command="c",
+                            env=(("RELBENCH_PLUGINS", "toy_plugins"),), sys_path=(), plugins=plugins)
+
+
+def test_a_worker_with_other_plugin_code_fails_naming_the_plugin_and_both_versions(inline_ray, monkeypatch):
+    """A worker whose copy of a method is another version would plan other unit ids; it
+    fails before planning instead, whatever it is asked (a shard or an encoding)."""
+    from relbench.plugins import load_registry
+    from relbench.runner import BankNeed
+
+    registry = load_registry([], [])
+    job = _job(ray_executor.registry_digest(registry))
+    monkeypatch.setattr(registry.get("stitcher", "relative"), "version", "3")  # the worker's copy changed
+    with pytest.raises(ray_executor.PluginMismatch) as failure:
+        ray_executor.compute_shard(ray_executor.Shard(job, "blobs", ("u",)))
+    message = str(failure.value)
+    assert "stitcher 'relative': the driver has version '2' (relbench" in message
+    assert "this worker has version '3'" in message and "Install the same" in message
+    assert "dataset" not in message  # only what differs
+    with pytest.raises(ray_executor.PluginMismatch):
+        ray_executor.encode_bank(ray_executor.Encoding(job, "blobs", BankNeed("a", "train", None, "k", {}, 1)))
+
+
+def test_restrict_never_counts_a_unit_it_does_not_know_as_done(registry, write_yaml):
+    from relbench.config import load_suite
+    from relbench.errors import UserError
+    from relbench.runner import Runner
+
+    runner = Runner(load_suite(write_yaml(RUNNER_TASKS), registry), registry, quiet=True)
+    (task_run,) = runner.plans()
+    units = task_run.plan().units
+    with pytest.raises(UserError, match=r"1 of the 2 units to compute here are not in this process's plan .*f{40}"):
+        task_run.restrict({units[0].id, "f" * 40})
+    assert task_run.restrict({units[0].id}).todo == units[:1]
+
+
+def test_units_a_shard_does_not_return_fail_the_run_by_name(inline_ray, monkeypatch, capsys):
+    """Before, a run stored what came back and exited 0, and every later run did the same."""
+    from relbench.results import ResultStore
+
+    compute = ray_executor.compute_shard
+
+    def short(shard, *banks):  # a worker that returns all but its shard's first unit
+        result = compute(shard, *banks)
+        result.lines = [line for line in result.lines if line["unit"] != shard.units[0]]
+        return result
+
+    monkeypatch.setattr(ray_executor, "compute_shard", short)
+    assert _run_ray() == 1
+    err = capsys.readouterr().err
+    # 2 seeds × 3 targets cut into shards of 2 and 1 units a seed
+    assert "blobs: 4 units not stored ({'seed': 0, 'stitcher': 'absolute(epochs=1)', 'target': 'a'}, " in err
+    assert "and 1 more): they came back from their Ray worker neither stored nor failed" in err
+    assert len(ResultStore(Path("results")).read("blobs").done) == 2
+    monkeypatch.setattr(ray_executor, "compute_shard", compute)
+    assert _run_ray() == 0  # the next run computes them
+    assert len(ResultStore(Path("results")).read("blobs").done) == 6
+
+
+def test_ray_counts_banks_as_a_local_run_does(inline_ray, tmp_path, monkeypatch):
+    """Each bank once per task that reads it, encoded or reused from the cache; before,
+    the driver's cache hits were not counted and every shard counted its banks again."""
+    from relbench.config import load_suite
+    from relbench.plugins import load_registry
+    from relbench.ray_executor import run_on_ray
+    from relbench.runner import Runner
+
+    (tmp_path / "tasks.yaml").write_text(_quick_tasks("blobs", "blobs-2", seeds=1))  # both read the same 6 banks
+    registry = load_registry([], [])
+
+    def counts(executor: str, cache: str, **kw) -> tuple[int, int]:
+        monkeypatch.setenv("RELBENCH_CACHE_DIR", str(tmp_path / cache))
+        runner = Runner(load_suite(tmp_path / "tasks.yaml", registry), registry, quiet=True,
+                        output=tmp_path / executor, **kw)
+        stats = run_on_ray(runner, None, quiet=True) if executor == "ray" else runner.run()
+        assert stats.failures == [] and stats.units_done == 6
+        return stats.encoded, stats.cached
+
+    assert counts("ray", "ray-cache") == counts("local", "local-cache") == (6, 6)  # an empty cache
+    assert counts("ray", "ray-cache", force=True) == counts("local", "local-cache", force=True) == (0, 12)
+
+
+def test_a_cluster_that_refuses_the_token_is_a_user_error_saying_what_to_set(inline_ray, capsys):
+    """What Ray 2.5x raises joining a cluster with token authentication without its token."""
+    refused = RuntimeError("Failed to connect to GCS. Last connection error: ray.exceptions.AuthenticationError: "
+                           "RPC error: InvalidAuthToken: Authentication token is missing or incorrect.")
+    inline_ray.init_error = ConnectionError("Failed to connect to Ray cluster at 10.0.0.1:6379")
+    inline_ray.init_error.__cause__ = refused
+    assert _run_ray("--address", "10.0.0.1:6379") == 2
+    err = capsys.readouterr().err
+    assert "refused this process: it uses token authentication" in err and "Traceback" not in err
+    assert "RAY_AUTH_MODE=token" in err and "RAY_AUTH_MODE=disabled" in err
