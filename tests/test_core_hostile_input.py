@@ -183,3 +183,9 @@ def test_the_suggested_task_name_is_allowed_and_never_the_refused_one(registry, 
     message = _error(registry, write_yaml(TASKS.replace("name: blobs", f"name: {name!r}")))
     suggested = re.search(r"E\.g\. '([^']*)'\.$", message).group(1)
     assert valid_task_name(suggested) and suggested.lower() != name.lower()
+
+
+def test_an_include_given_as_one_path_includes_that_file(registry, write_yaml):
+    write_yaml(TASKS.split("\n", 1)[1].replace("name: blobs", "name: more"), "more.yaml")
+    suite = load_suite(write_yaml(TASKS + "include: more.yaml\n"), registry)
+    assert [t.name for t in suite.tasks] == ["blobs", "more"]
