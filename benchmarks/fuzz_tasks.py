@@ -12,9 +12,20 @@ different exception, a slow or noisy CLI, or a file or folder written anywhere u
 case's folder or the repository's results/ and leaderboards/ (validation writes
 nothing).
 
-    python benchmarks/fuzz_tasks.py [--cases 3000] [--seed 0]
+Then come the hostile inputs (:data:`HOSTILE`): YAML alias bombs ("billion laughs") in
+the places a string, a list of seeds or an integer is expected, 60,000 tasks, a chain of
+3,000 includes, an include of /etc/passwd, named pipes, repeated and negative seeds,
+deep nesting. Each runs as its own ``relbench run FILE --dry-run`` process (under a
+4 GiB address-space limit), reported with its exit code, wall time, answer time (that of
+the command alone, once Python, torch and the plugins are imported: the part hostile
+input could stretch) and peak memory, next to those of a valid file; the last line
+counts tracebacks (must be 0) and gives the largest peak memory (must stay under 1 GB
+for inputs of at most 1 MB).
 
-tests/test_fuzz_tasks.py imports this module and runs a bounded number of cases.
+    python benchmarks/fuzz_tasks.py [--cases 3000] [--seed 0] [--hostile]
+
+tests/test_fuzz_tasks.py imports this module and runs a bounded number of cases, and
+every hostile input in-process.
 """
 
 from __future__ import annotations
@@ -22,11 +33,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import math
 import os
 import random
+import resource
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -437,13 +452,236 @@ def summary(outcomes: list[Outcome]) -> str:
             f"{count['failure']} failures")
 
 
+# ----------------------------------------------------------------------------- hostile inputs
+
+#: a valid tasks file of built-in plugins that the hostile inputs edit
+HOSTILE_TASKS = """\
+suite: {seeds: [0], num_anchors: 16}
+tasks:
+  - name: digits-hostile
+    description: a valid task
+    dataset: {name: digits, params: {train_size: 100, test_size: 50}}
+    encoders:
+      - {name: trained, label: mlp-a, params: {arch: mlp, seed: 0}}
+      - {name: trained, label: mlp-b, params: {arch: mlp, seed: 1}}
+    grid: {selectors: [random], similarities: [cosine], stitchers: [relative]}
+"""
+#: the largest input (all its files) whose peak memory must stay under PEAK_LIMIT
+SMALL_INPUT = 10**6
+PEAK_LIMIT = 10**9
+#: seconds and bytes of address space one hostile input's process may take
+HOSTILE_SECONDS, HOSTILE_ADDRESS_SPACE = 120, 4 * 2**30
+
+
+def alias_bomb(levels: int = 9, width: int = 9) -> tuple[str, str]:
+    """Top-level ``x-`` anchors, each a list of ``width`` aliases of the one before
+    (``width ** levels`` strings once expanded, a few hundred bytes written), and the
+    alias of the last."""
+    lines = [f"x-a0: &a0 [{', '.join(['lol'] * width)}]"]
+    lines += [f"x-a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n", f"*a{levels - 1}"
+
+
+def _edited(folder: Path, old: str, new: str, prefix: str = "", suffix: str = "") -> Path:
+    """:data:`HOSTILE_TASKS` with ``old`` replaced by ``new``, written to ``folder``."""
+    assert old in HOSTILE_TASKS, old
+    path = folder / MUTANT_NAME
+    path.write_text(prefix + HOSTILE_TASKS.replace(old, new, 1) + suffix, encoding="utf-8")
+    return path
+
+
+def _bomb(old: str, new: str) -> Callable[[Path], Path]:
+    """An input with an alias bomb where ``old`` is (``BOMB`` in ``new`` is its alias)."""
+    def write(folder: Path) -> Path:
+        anchors, alias = alias_bomb()
+        return _edited(folder, old, new.replace("BOMB", alias), prefix=anchors)
+    return write
+
+
+def _many_tasks(folder: Path, count: int = 60_000) -> Path:
+    head, task = HOSTILE_TASKS.split("tasks:\n")
+    path = folder / MUTANT_NAME
+    with path.open("w", encoding="utf-8") as out:
+        out.write(head + "tasks:\n")
+        for i in range(count):
+            out.write(task.replace("name: digits-hostile", f"name: digits-hostile-{i}"))
+    return path
+
+
+def _aliased_tasks(folder: Path, count: int = 60_000) -> Path:
+    head, task = HOSTILE_TASKS.split("tasks:\n")
+    anchor = "x-task: &task\n" + task.replace("  - name:", "    name:", 1)
+    return _write(folder, head + anchor + "tasks: [" + ", ".join(["*task"] * count) + "]\n")
+
+
+def _include_chain(folder: Path, depth: int = 3000) -> Path:
+    for i in range(depth - 1):
+        (folder / f"chain-{i}.yaml").write_text(f"include: [chain-{i + 1}.yaml]\n", encoding="utf-8")
+    (folder / f"chain-{depth - 1}.yaml").write_text(HOSTILE_TASKS.split("\n", 1)[1], encoding="utf-8")
+    return folder / "chain-0.yaml"
+
+
+def _fifo(folder: Path) -> Path:
+    os.mkfifo(folder / "pipe.yaml")
+    return folder / "pipe.yaml"
+
+
+def _fifo_include(folder: Path) -> Path:
+    _fifo(folder)
+    return _edited(folder, "tasks:", "include: [pipe.yaml]\ntasks:")
+
+
+def _write(folder: Path, text: str) -> Path:
+    path = folder / MUTANT_NAME
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+#: name → writer of one hostile input into an empty folder (returns the tasks file)
+HOSTILE: dict[str, Callable[[Path], Path]] = {
+    "bomb in a description": _bomb("description: a valid task", "description: BOMB"),
+    "bomb as seeds": _bomb("seeds: [0]", "seeds: BOMB"),
+    "bomb in a plugin parameter": _bomb("seed: 0}", "seed: 0, epochs: BOMB}"),
+    "bomb as a label": _bomb("label: mlp-a", "label: BOMB"),
+    "bomb as a task name": _bomb("name: digits-hostile", "name: BOMB"),
+    "bomb as a plugin name": _bomb("stitchers: [relative]", "stitchers: [{name: BOMB}]"),
+    "60,000 tasks": _many_tasks,
+    "60,000 aliases of one task": _aliased_tasks,
+    "10,001 aliases of one task": lambda folder: _aliased_tasks(folder, 10_001),
+    "3,000 nested includes": _include_chain,
+    "include of /etc/passwd": lambda folder: _edited(folder, "tasks:", "include: [/etc/passwd]\ntasks:"),
+    "a named pipe as tasks file": _fifo,
+    "include of a named pipe": _fifo_include,
+    "repeated seeds": lambda folder: _edited(folder, "seeds: [0]", "seeds: [0, 0]"),
+    "a data set's seed -1": lambda folder: _edited(folder, "test_size: 50}", "test_size: 50, seed: -1}"),
+    "lists nested 900 deep": lambda folder: _edited(folder, "seeds: [0]", "seeds: " + "[" * 900 + "]" * 900),
+    "an alias inside itself": lambda folder: _edited(folder, "seeds: [0]", "seeds: &loop [*loop]"),
+    "a 13th month": lambda folder: _edited(folder, "a valid task", "2024-13-45"),
+    "an integer of 5,000 digits": lambda folder: _edited(folder, "seeds: [0]", f"seeds: [{'9' * 5000}]"),
+}
+
+
+#: one hostile input's process: imports relbench and the plugins, then times the command
+DRIVER = """\
+import sys, time
+from relbench.plugins import load_registry
+load_registry()
+from relbench.cli import main
+t0 = time.perf_counter()
+try:
+    code = main(sys.argv[1:])
+finally:
+    print(f"{ANSWER}{time.perf_counter() - t0:.3f}", file=sys.stderr)
+sys.exit(code)
+"""
+ANSWER = "fuzz_tasks answer seconds: "
+
+
+@dataclass
+class HostileOutcome:
+    """One ``relbench run FILE --dry-run`` process: its input's size (every file written
+    for it), exit code, wall and answer seconds, peak resident memory and stderr."""
+
+    name: str
+    size: int
+    code: int
+    seconds: float
+    answer: float
+    peak: int
+    stderr: str
+    folder: Path
+
+    @property
+    def message(self) -> str:
+        """The error line of stderr (else its last line), without the input's folder."""
+        lines = [line for line in self.stderr.splitlines() if line.strip() and not line.startswith(ANSWER)]
+        line = next((line for line in lines if line.startswith("relbench: error:")), lines[-1] if lines else "")
+        return line.replace(f"{self.folder}{os.sep}", "")
+
+    @property
+    def traceback(self) -> bool:
+        """Whether the process printed a traceback."""
+        return "Traceback (most recent call last)" in self.stderr
+
+
+def _limit_address_space() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (HOSTILE_ADDRESS_SPACE, HOSTILE_ADDRESS_SPACE))
+
+
+def run_dry(name: str, path: Path, size: int) -> HostileOutcome:
+    """``relbench run PATH --dry-run`` in a fresh process (address space limited, killed
+    after :data:`HOSTILE_SECONDS`), measured with ``wait4``: only that child's peak."""
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-c", DRIVER.replace("{ANSWER}", ANSWER), "run", str(path),
+                                 "--dry-run"],
+                                cwd=path.parent, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                preexec_fn=_limit_address_space)
+        watchdog = threading.Timer(HOSTILE_SECONDS, proc.kill)
+        watchdog.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - t0
+        watchdog.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        stderr = err.read().decode("utf-8", errors="backslashreplace")
+    answer = next((float(line[len(ANSWER):]) for line in stderr.splitlines() if line.startswith(ANSWER)), math.nan)
+    return HostileOutcome(name, size, proc.returncode, seconds, answer, usage.ru_maxrss * 1024, stderr, path.parent)
+
+
+def _folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def run_hostile(folder: Path) -> tuple[HostileOutcome, list[HostileOutcome]]:
+    """The valid :data:`HOSTILE_TASKS` (the baseline) and every hostile input, each in
+    its own process and folder under ``folder``."""
+    base = folder / "baseline"
+    base.mkdir()
+    baseline = run_dry("baseline: a valid file", _write(base, HOSTILE_TASKS), _folder_bytes(base))
+    outcomes = []
+    for i, (name, write) in enumerate(HOSTILE.items()):
+        case = folder / f"hostile-{i}"
+        case.mkdir()
+        path = write(case)
+        outcomes.append(run_dry(name, path, _folder_bytes(case)))
+    return baseline, outcomes
+
+
+def hostile_report(baseline: HostileOutcome, outcomes: list[HostileOutcome]) -> tuple[str, bool]:
+    """A table (input, size, exit, wall, wall over the baseline, peak memory, the error's
+    start), a summary line, and whether every input was refused cleanly: exit 2, no
+    traceback, and under :data:`PEAK_LIMIT` for inputs of at most :data:`SMALL_INPUT`."""
+    rows = [f"{'input':<28} {'size':>9} {'exit':>4} {'wall s':>7} {'answer s':>8} {'peak MB':>7}  message"]
+    for o in [baseline] + outcomes:
+        rows.append(f"{o.name[:28]:<28} {o.size / 1e3:>7.1f}KB {o.code:>4} {o.seconds:>7.2f} {o.answer:>8.3f} "
+                    f"{o.peak / 1e6:>7.0f}  {o.message[:120]}")
+    tracebacks = sum(o.traceback for o in outcomes)
+    small = [o.peak for o in outcomes if o.size <= SMALL_INPUT]
+    refused = sum(o.code == 2 and not o.traceback for o in outcomes)
+    ok = tracebacks == 0 and refused == len(outcomes) and max(small, default=0) <= PEAK_LIMIT
+    rows.append(f"{len(outcomes)} hostile inputs: {tracebacks} tracebacks, {refused} refused with exit 2; max peak "
+                f"memory {max(o.peak for o in outcomes) / 1e6:.0f} MB ({max(small, default=0) / 1e6:.0f} MB over "
+                f"inputs ≤ {SMALL_INPUT / 1e6:.0f} MB, limit {PEAK_LIMIT / 1e9:.0f} GB); slowest answer "
+                f"{max(o.answer for o in outcomes):.3f} s, wall {max(o.seconds for o in outcomes):.2f} s (a valid "
+                f"file: {baseline.answer:.3f} s, {baseline.seconds:.2f} s, {baseline.peak / 1e6:.0f} MB)")
+    return "\n".join(rows), ok
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=3000, help="number of seeded cases (default 3000)")
     parser.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    parser.add_argument("--hostile", action="store_true", help="run only the hostile inputs")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    with tempfile.TemporaryDirectory(prefix="relbench-hostile-") as tmp:
+        os.environ["RELBENCH_CACHE_DIR"] = str(Path(tmp) / "cache")
+        report, hostile_ok = hostile_report(*run_hostile(Path(tmp)))
+    print(report, end="\n\n")
+    if args.hostile:
+        sys.exit(0 if hostile_ok else 1)
     from relbench.plugins import load_registry
 
     registry = load_registry()
@@ -464,7 +702,7 @@ def main() -> None:
     for outcome in failures:
         print(outcome.report(), end="\n\n")
     print(f"{summary(outcomes)} ({time.perf_counter() - t0:.0f} s)")
-    sys.exit(1 if failures else 0)
+    sys.exit(1 if failures or not hostile_ok else 0)
 
 
 if __name__ == "__main__":

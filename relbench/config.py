@@ -44,28 +44,39 @@ The schema (every key optional unless marked)::
 
 A plugin spec is a name (``cosine``) or a mapping ``{name: cosine, params: {...},
 label: cosine-centred}``; the label (default: the name, plus the parameters that differ
-from the defaults) is what results and leaderboards show. YAML anchors and aliases work
-for sharing blocks. Every error names the file, line and key path, what was expected and
-close matches for misspelt names.
+from the defaults) is what results and leaderboards show. A parameter called ``seed`` or
+``…_seed`` (a list: ``seeds``, ``…_seeds``) is checked like ``seeds:``. YAML anchors and
+aliases work for sharing blocks. Every error names the file, line and key path, what was
+expected and close matches for misspelt names, quoting at most 200 characters of a value.
+
+Limits, each refused at once with its file and line: a tasks file and the files it
+includes hold at most 1 MiB of YAML (:data:`MAX_SUITE_BYTES`) and 10,000 tasks
+(:data:`MAX_TASKS`) together, in a chain of at most 32 files (:data:`MAX_INCLUDE_DEPTH`);
+one file holds at most 1,000,000 values, each alias counted as a copy of its anchor's
+value (:data:`MAX_YAML_VALUES`), nested at most 64 levels (:data:`MAX_YAML_DEPTH`). A
+tasks file or include must be a regular file (not a folder, named pipe or device).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import json
 import importlib.metadata
 import math
+import os
 import re
+import stat
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
-from relbench.errors import ConfigError, UnknownPlugin
+from relbench.errors import TEXT_LIMIT, ConfigError, UnknownPlugin, short_repr, short_text
 from relbench.names import RESERVED_NAMES, valid_task_name
 from relbench.plugins import Registry, did_you_mean, provider_of
 from relbench.protocol import MAX_VALIDATION, EvaluationProtocol, check_similarities
@@ -93,6 +104,22 @@ RESERVED_LABELS = {"-", NONE}
 #: seeds reach numpy and torch generators: 0 ≤ seed < 2³²
 SEED_RANGE = range(0, 2**32)
 DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
+#: a plugin parameter called ``seed``, ``seeds`` or ``…_seed(s)`` holds seeds, checked like ``seeds:``
+SEED_PARAM = re.compile(r"(?:.*_)?seeds?")
+
+# What one suite may hold (the shipped tasks files use a few percent of each); beyond
+# these a tasks file is refused at once, before it can take minutes or gigabytes.
+#: bytes of YAML: the tasks file and every file it includes, together
+MAX_SUITE_BYTES = 2**20
+#: tasks, over the tasks file and every file it includes
+MAX_TASKS = 10_000
+#: files in a chain of ``include:`` (the tasks file is the first)
+MAX_INCLUDE_DEPTH = 32
+#: YAML values (scalars, lists, mappings) of one file, each alias counted as a copy of
+#: its anchor's value: bounds what a few nested aliases can multiply into ("billion laughs")
+MAX_YAML_VALUES = 1_000_000
+#: levels of lists and mappings inside one another
+MAX_YAML_DEPTH = 64
 
 
 # ----------------------------------------------------------------------------- YAML with lines
@@ -112,9 +139,70 @@ class _Seq(list):
     lines: list
 
 
+class _Refused(yaml.YAMLError):
+    """A YAML document refused before it is built: too large once its aliases are
+    expanded, nested too deep, or containing itself."""
+
+    def __init__(self, problem: str, mark: Any):
+        super().__init__(problem)
+        self.problem, self.problem_mark = problem, mark
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return node.value
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _check_expansion(root: yaml.Node) -> None:
+    """Refuse a document that expands (every alias a copy of its anchor's value) to more
+    than :data:`MAX_YAML_VALUES` values or :data:`MAX_YAML_DEPTH` levels, or whose alias
+    refers to a value containing it. The work is linear in the nodes of the file: each
+    node is measured once, however many aliases share it."""
+    measured: dict[int, tuple[int, int]] = {}  # id(node) -> (values, depth) once expanded
+    open_nodes: set[int] = set()  # begun but not finished: the ancestors of the node popped
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            parts = [measured[id(child)] for child in _children(node)]
+            values, depth = 1 + sum(p[0] for p in parts), 1 + max((p[1] for p in parts), default=0)
+            measured[key] = values, depth
+            open_nodes.discard(key)
+            if values > MAX_YAML_VALUES:
+                raise _Refused(f"the value starting here holds more than {MAX_YAML_VALUES:,} YAML values once its "
+                               f"aliases are expanded (each `*name` is a full copy of its anchor's value), more than "
+                               f"a tasks file may hold; share smaller blocks through aliases", node.start_mark)
+            if depth > MAX_YAML_DEPTH:
+                raise _Refused(f"lists and mappings are nested more than {MAX_YAML_DEPTH} levels deep here, more than "
+                               f"a tasks file may hold", node.start_mark)
+        elif key in open_nodes:
+            raise _Refused("an alias here refers to a value that contains the alias itself (e.g. `&a [*a]`), which "
+                           "would be infinitely deep", node.start_mark)
+        elif key not in measured:
+            open_nodes.add(key)
+            stack.append((node, True))
+            stack.extend((child, False) for child in _children(node))
+
+
 class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's parser when PyYAML has it
     """The safe loader, keeping each mapping's and sequence's line numbers (for error
-    messages) and refusing duplicate keys."""
+    messages), refusing duplicate keys, and refusing a document whose aliases expand
+    beyond the limits before building it (:func:`_check_expansion`)."""
+
+    def construct_document(self, node):
+        _check_expansion(node)
+        return super().construct_document(node)
+
+    def construct_object(self, node, deep=False):
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, OverflowError) as exc:  # a date like 2024-13-45, an integer of 5000 digits
+            raise yaml.constructor.ConstructorError(None, None, f"cannot read this value ({short_text(str(exc))})",
+                                                    node.start_mark) from None
 
     def construct_mapping(self, node, deep=False):
         seen: dict = {}
@@ -124,8 +212,8 @@ class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's p
             key = self.construct_object(key_node)
             if isinstance(key, str) and key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (first on line {seen[key]}); a second one would silently "
-                                f"replace the first", key_node.start_mark)
+                    None, None, f"duplicate key {short_repr(key)} (first on line {seen[key]}); a second one would "
+                                f"silently replace the first", key_node.start_mark)
             if isinstance(key, str):
                 seen[key] = key_node.start_mark.line + 1
         mapping = _Map(super().construct_mapping(node, deep=True))
@@ -158,26 +246,67 @@ class _Where:
             line = container.lines.get(key, container.line)
         elif isinstance(container, _Seq) and isinstance(key, int) and key < len(container.lines):
             line = container.lines[key]
-        sep = f"[{key}]" if isinstance(key, int) else (f".{key}" if self.path else str(key))
+        shown = short_text(str(key))
+        sep = f"[{shown}]" if isinstance(key, int) else (f".{shown}" if self.path else shown)
         return _Where(self.file, line, self.path + sep)
 
     def error(self, message: str) -> ConfigError:
         return ConfigError(f"{self.file}:{self.line}: at `{self.path or '<top>'}`: {message}")
 
 
-def _read_yaml(path: Path) -> Any:
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such file. Pass the path of a tasks YAML file, e.g. `relbench run tasks.yaml`.")
+def _file_kind(mode: int) -> str:
+    """What a file that is not a regular file is, for messages."""
+    for test, kind in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "a special file"
+
+
+@dataclass
+class _Reading:
+    """What composing one suite has read so far (its files, bytes and tasks), checked
+    against the limits."""
+
+    seen: set[Path]
+    bytes: int = 0
+    tasks: int = 0
+
+
+def _read_yaml(path: Path, reading: _Reading, refuse: Callable[[str], ConfigError]) -> Any:
+    """The parsed YAML of one file of a suite, its bytes counted in ``reading``.
+    ``refuse`` makes the error for a file that cannot be one (missing, not a regular file,
+    past :data:`MAX_SUITE_BYTES`) from a phrase saying why; the file is opened without
+    waiting (a named pipe never blocks) and read no further than the limit."""
     try:
-        text = path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise refuse("does not exist") from None
+    except OSError as exc:
+        raise refuse(f"cannot be read ({exc.strerror})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise refuse(f"is {_file_kind(mode)}, not a regular file")
+    with os.fdopen(fd, "rb") as file:
+        try:
+            data = file.read(MAX_SUITE_BYTES - reading.bytes + 1)
+        except OSError as exc:
+            raise refuse(f"cannot be read ({exc.strerror})") from None
+    reading.bytes += len(data)
+    if reading.bytes > MAX_SUITE_BYTES:
+        raise refuse(f"takes the suite past {MAX_SUITE_BYTES // 2**20} MiB of YAML, the most a tasks file and the "
+                     f"files it includes may hold together; split it into smaller suites")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        line = data[: exc.start].count(b"\n") + 1
         raise ConfigError(f"{path}:{line}: the file is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
                           f"{exc.start}); save it as UTF-8.") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot be read ({exc.strerror}).") from None
     try:
         return yaml.load(text, Loader=_LineLoader)
+    except _Refused as exc:
+        raise ConfigError(f"{path}:{exc.problem_mark.line + 1}: {exc.problem}.") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -229,11 +358,16 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp)).replace("NoneType", "null")
 
 
+@functools.lru_cache(maxsize=None)
+def _type_hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)  # evaluates every annotation: once per class, not per spec
+
+
 def plugin_fields(cls: type) -> dict[str, tuple[Any, Any]]:
     """Parameter name → (annotation, default) of a plugin class."""
     if not dataclasses.is_dataclass(cls):
         return {}
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     out = {}
     for f in dataclasses.fields(cls):
         if not f.init or f.name.startswith("_"):
@@ -361,7 +495,7 @@ def _check_keys(mapping: dict, allowed: set[str], where: _Where, what: str) -> N
             continue
         if key not in allowed:
             raise where.child(key, mapping).error(
-                f"unknown {what} key {key!r}; {did_you_mean(str(key), sorted(allowed))}"
+                f"unknown {what} key {short_repr(key)}; {did_you_mean(str(key), sorted(allowed))}"
             )
 
 
@@ -373,18 +507,42 @@ def _resolved(tasks_file: Path, value: str, where: _Where) -> Path:
             raise ValueError("it contains a NUL byte")
         return (tasks_file.parent / value).resolve()
     except (ValueError, OSError, RuntimeError) as exc:
-        raise where.error(f"{value!r} is not a usable path ({exc}).") from None
+        raise where.error(f"{short_repr(value)} is not a usable path ({exc}).") from None
 
 
 #: how a YAML value's type is named in messages
-_TYPE_NAMES = {"_Map": "mapping", "_Seq": "list", "dict": "mapping", "NoneType": "null"}
+_TYPE_NAMES = {"_Map": "mapping", "_Seq": "list", "dict": "mapping", "NoneType": "null", "str": "string"}
 
 
 def _expect(value: Any, tp: type | tuple, where: _Where, expected: str) -> Any:
     if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
         kind = type(value).__name__
-        raise where.error(f"expected {expected}, got {_TYPE_NAMES.get(kind, kind)} {value!r}.")
+        raise where.error(f"expected {expected}, got {_TYPE_NAMES.get(kind, kind)} {short_repr(value)}.")
     return value
+
+
+def _repeated(items: list) -> list:
+    """The items that occur more than once in ``items``, sorted (linear in the items)."""
+    return sorted(item for item, count in collections.Counter(items).items() if count > 1)
+
+
+def _seed_problem(seed: Any) -> str:
+    """Why ``seed`` cannot seed numpy's and torch's generators ("" when it can)."""
+    if isinstance(seed, int) and not isinstance(seed, bool) and seed in SEED_RANGE:
+        return ""
+    return f"expected integer seeds between 0 and {SEED_RANGE.stop - 1}, got {short_repr(seed)}."
+
+
+def _check_seeds(seeds: list, where: _Where) -> None:
+    """Refuse a list of seeds holding one that cannot seed (:func:`_seed_problem`) or one
+    listed twice (it would repeat the same units), naming that item's line."""
+    seen = set()
+    for i, seed in enumerate(seeds):
+        problem = _seed_problem(seed) or (f"seed {seed} is listed twice; list each seed once (a repeated seed would "
+                                          f"repeat the same units)." if seed in seen else "")
+        if problem:
+            raise where.child(i, seeds).error(problem)
+        seen.add(seed)
 
 
 def _default_label(name: str, params: dict, fields: dict) -> str:
@@ -399,13 +557,14 @@ def _plugin_spec(raw: Any, interface: str, registry: Registry, where: _Where, vi
     if isinstance(raw, str):
         raw = {"name": raw}
     if not isinstance(raw, dict):
-        raise where.error(f"expected a {interface} name or a mapping with `name` and `params`, got {raw!r}.")
+        raise where.error(f"expected a {interface} name or a mapping with `name` and `params`, got "
+                          f"{short_repr(raw)}.")
     _check_keys(raw, allowed, where, f"{interface} spec")
     if "name" not in raw:
         raise where.error(f"a {interface} spec needs a `name`.")
-    name = raw["name"]
+    name = _expect(raw["name"], str, where.child("name", raw), f"a {interface} name (string)")
     try:
-        cls = registry.get(interface, str(name))
+        cls = registry.get(interface, name)
     except UnknownPlugin as exc:
         raise where.child("name", raw).error(str(exc)) from None
     params = raw.get("params") or {}
@@ -416,31 +575,35 @@ def _plugin_spec(raw: Any, interface: str, registry: Registry, where: _Where, vi
         kwhere = pwhere.child(key, params)
         if key not in fields:
             raise kwhere.error(
-                f"{interface} {name!r} has no parameter {key!r}; {did_you_mean(str(key), sorted(fields))}"
+                f"{interface} {name!r} has no parameter {short_repr(key)}; {did_you_mean(str(key), sorted(fields))}"
             )
         tp = fields[key][0]
         if not _type_ok(value, tp):
             raise kwhere.error(
-                f"parameter {key!r} of {interface} {name!r} expects {_type_name(tp)}, got {value!r}."
+                f"parameter {key!r} of {interface} {name!r} expects {_type_name(tp)}, got {short_repr(value)}."
             )
+        if SEED_PARAM.fullmatch(key) and isinstance(value, list):
+            _check_seeds(value, kwhere)
+        elif SEED_PARAM.fullmatch(key) and value is not None and _seed_problem(value):
+            raise kwhere.error(_seed_problem(value))
     params = dict(params)
     try:
         cls(**params)
     except (ValueError, TypeError) as exc:
-        raise pwhere.error(f"invalid parameters for {interface} {name!r}: {exc}") from None
-    label = raw.get("label") or _default_label(str(name), params, fields)
+        raise pwhere.error(f"invalid parameters for {interface} {name!r}: {short_text(str(exc), TEXT_LIMIT)}") from None
+    label = raw.get("label") or _default_label(name, params, fields)
     if not isinstance(label, str) or label.strip().lower() in RESERVED_LABELS or len(label) > LABEL_MAX \
             or not label.isprintable() or label != label.strip():
         raise where.child("label", raw).error(
-            f"label {label!r} is not allowed: a label is a display name of at most {LABEL_MAX} printable characters, "
-            f"without surrounding spaces, and not {sorted(RESERVED_LABELS)} (which mean an empty part).")
-    package = registry.package(interface, str(name))
+            f"label {short_repr(label)} is not allowed: a label is a display name of at most {LABEL_MAX} printable "
+            f"characters, without surrounding spaces, and not {sorted(RESERVED_LABELS)} (which mean an empty part).")
+    package = registry.package(interface, name)
     if view_ok:
         view = raw.get("view")
         if view is not None:
             _expect(view, str, where.child("view", raw), "a view name (string)")
-        return EncoderSpec(interface, str(name), params, label, cls, package, view=view)
-    return PluginSpec(interface, str(name), params, label, cls, package)
+        return EncoderSpec(interface, name, params, label, cls, package, view=view)
+    return PluginSpec(interface, name, params, label, cls, package)
 
 
 def _spec_list(raw: Any, interface: str, registry: Registry, where: _Where, allow_none: bool = False) -> list:
@@ -455,10 +618,9 @@ def _spec_list(raw: Any, interface: str, registry: Registry, where: _Where, allo
             out.append(None)
         else:
             out.append(_plugin_spec(item, interface, registry, where.child(i, raw)))
-    labels = [s.label if s else NONE for s in out]
-    dupes = {lbl for lbl in labels if labels.count(lbl) > 1}
+    dupes = _repeated([s.label if s else NONE for s in out])
     if dupes:
-        raise where.error(f"duplicate {interface} labels {sorted(dupes)}; give each a distinct `label`.")
+        raise where.error(f"duplicate {interface} labels {short_repr(dupes)}; give each a distinct `label`.")
     return out
 
 
@@ -483,9 +645,9 @@ def _settings(raw: dict, defaults: dict, where: _Where) -> dict:
         seeds = raw["seeds"]
         w = where.child("seeds", raw)
         _expect(seeds, list, w, "a list of integer seeds, e.g. [0, 1, 2]")
-        if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s in SEED_RANGE for s in seeds):
-            raise w.error(f"expected a non-empty list of integer seeds between 0 and {SEED_RANGE.stop - 1}, "
-                          f"got {seeds!r}.")
+        if not seeds:
+            raise w.error(f"expected a non-empty list of integer seeds between 0 and {SEED_RANGE.stop - 1}.")
+        _check_seeds(seeds, w)
         out["seeds"] = list(seeds)
     for key in ("num_anchors", "batch_size"):
         if key in raw:
@@ -499,7 +661,8 @@ def _settings(raw: dict, defaults: dict, where: _Where) -> dict:
     if "device" in raw:
         device = raw["device"]
         if not (isinstance(device, str) and DEVICE.fullmatch(device)):
-            raise where.child("device", raw).error(f"expected auto, cpu, cuda or cuda:N (N ≥ 0), got {device!r}.")
+            raise where.child("device", raw).error(f"expected auto, cpu, cuda or cuda:N (N ≥ 0), got "
+                                                   f"{short_repr(device)}.")
         out["device"] = device
     return out
 
@@ -513,20 +676,21 @@ def _protocol(raw: Any, base: EvaluationProtocol, where: _Where) -> EvaluationPr
         if key in raw:
             value = raw[key]
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
-                raise where.child(key, raw).error(f"expected a positive integer or null (all samples), got {value!r}.")
+                raise where.child(key, raw).error(f"expected a positive integer or null (all samples), got "
+                                                  f"{short_repr(value)}.")
             values[key] = value
     if "validation" in raw:
         value = raw["validation"]
         if not _type_ok(value, float) or not 0 <= value <= MAX_VALIDATION:
             raise where.child("validation", raw).error(
                 f"expected the fraction of each seed's training draw held out for validation, between 0 (no "
-                f"tuning) and {MAX_VALIDATION}, got {value!r}.")
+                f"tuning) and {MAX_VALIDATION}, got {short_repr(value)}.")
         values["validation"] = float(value)
     if "evaluation" in raw:
         if raw["evaluation"] not in ("inductive", "transductive"):
             raise where.child("evaluation", raw).error(
                 f"expected `inductive` (a prediction never depends on other test samples) or `transductive`, got "
-                f"{raw['evaluation']!r}.")
+                f"{short_repr(raw['evaluation'])}.")
         values["evaluation"] = raw["evaluation"]
     return dataclasses.replace(base, **values)
 
@@ -540,6 +704,14 @@ def _default_kind(registry: Registry, where: _Where) -> str:
     return names[0]
 
 
+def _allowed_name_like(name: str) -> str:
+    """An allowed task name close to the refused ``name`` (so never ``name`` itself)."""
+    near = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._")[:64]
+    if valid_task_name(near):
+        return near
+    return f"{near[:59]}-task" if near else "my-task"  # near is empty or a reserved name
+
+
 def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
     _expect(raw, dict, where, "a task mapping with name, dataset and encoders")
     _check_keys(raw, TASK_KEYS, where, "task")
@@ -549,9 +721,9 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
     name = _expect(raw["name"], str, where.child("name", raw), "a task name (string)")
     if not valid_task_name(name):  # it becomes file names; names differing only in case are refused below
         raise where.child("name", raw).error(
-            f"task name {name!r} is not allowed: a task name becomes file names, so it must be 1–64 letters, digits, "
-            f"'.', '_' or '-', start with a letter or digit, and not be one of {sorted(RESERVED_NAMES)} "
-            f"(any case). E.g. {re.sub(r'[^A-Za-z0-9._-]+', '-', name).strip('-._')[:64] or 'my-task'!r}.")
+            f"task name {short_repr(name)} is not allowed: a task name becomes file names, so it must be 1–64 "
+            f"letters, digits, '.', '_' or '-', start with a letter or digit, and not be one of "
+            f"{sorted(RESERVED_NAMES)} (any case). E.g. {_allowed_name_like(name)!r}.")
     settings = _settings(raw, defaults, where)
     kind = _plugin_spec(raw["kind"] if "kind" in raw else _default_kind(registry, where), "task_kind", registry,
                         where.child("kind", raw))
@@ -566,8 +738,8 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
     encoders = [_plugin_spec(item, "encoder", registry, ewhere.child(i, raw["encoders"]), view_ok=True)
                 for i, item in enumerate(raw.get("encoders", []))]
     labels = [e.label for e in encoders]
-    if len(set(labels)) != len(labels):
-        raise ewhere.error(f"duplicate encoder labels {sorted({x for x in labels if labels.count(x) > 1})}; "
+    if _repeated(labels):
+        raise ewhere.error(f"duplicate encoder labels {short_repr(_repeated(labels))}; "
                            f"give each encoder a distinct `label`.")
     grid_raw = raw.get("grid") or {}
     gwhere = where.child("grid", raw)
@@ -622,44 +794,63 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
         check_similarities(task)
         kind.build().validate(task)
     except ValueError as exc:
-        raise where.error(str(exc)) from None
+        raise where.error(short_text(str(exc), TEXT_LIMIT)) from None
     return task
 
 
-def _collect_tasks(path: Path, registry: Registry, defaults: dict, seen: set[Path]) -> list[Task]:
-    raw = _read_yaml(path)
-    where = _Where(path, 1, "")
+def _top(raw: Any, where: _Where) -> dict:
+    """The top-level mapping of a tasks file, its keys checked. Nothing of a file that is
+    not a mapping is quoted: it may be another file entirely (a key is, shortened)."""
     if raw is None:
         raise where.error("the file is empty; expected a mapping with a `tasks:` list.")
-    _expect(raw, dict, where, "a mapping with `suite:` and `tasks:`")
+    if not isinstance(raw, dict):
+        raise where.error(f"expected a mapping with `suite:` and `tasks:`, got a YAML "
+                          f"{_TYPE_NAMES.get(type(raw).__name__, type(raw).__name__)}; is this a tasks file?")
     _check_keys(raw, TOP_KEYS, where, "top-level")
+    return raw
+
+
+def _collect_tasks(path: Path, raw: dict, registry: Registry, defaults: dict, reading: _Reading,
+                   depth: int = 1) -> list[Task]:
+    """The tasks of the file ``path`` (parsed: ``raw``), then those of the files it
+    includes, in order; ``depth`` counts the files of the ``include:`` chain so far."""
+    where = _Where(path, 1, "")
     tasks = []
     if "tasks" in raw:
         twhere = where.child("tasks", raw)
         _expect(raw["tasks"], list, twhere, "a list of tasks")
+        reading.tasks += len(raw["tasks"])
+        if reading.tasks > MAX_TASKS:
+            raise twhere.error(f"the suite holds more than {MAX_TASKS:,} tasks, the most one suite may hold (this "
+                               f"file {len(raw['tasks']):,}); split it into smaller suites.")
         tasks = [_task(t, defaults, registry, twhere.child(i, raw["tasks"])) for i, t in enumerate(raw["tasks"])]
-    for i, inc in enumerate(raw.get("include") or []):
-        iwhere = where.child("include", raw).child(i, raw["include"])
+    includes = raw.get("include") or []
+    includes = [includes] if isinstance(includes, str) else includes
+    _expect(includes, list, where.child("include", raw), "a list of paths of other tasks files")
+    for i, inc in enumerate(includes):
+        iwhere = where.child("include", raw).child(i, includes)
         _expect(inc, str, iwhere, "a path to another tasks file")
         sub = _resolved(path, inc, iwhere)
-        if sub in seen:
-            raise iwhere.error(f"{inc} is included twice (or includes itself).")
-        if not sub.is_file():
-            raise iwhere.error(f"included file {sub} does not exist.")
-        seen.add(sub)
-        tasks += _collect_tasks(sub, registry, defaults, seen)
+        if sub in reading.seen:
+            raise iwhere.error(f"{short_repr(inc)} is included twice (or includes itself).")
+        if depth >= MAX_INCLUDE_DEPTH:
+            raise iwhere.error(f"includes are nested more than {MAX_INCLUDE_DEPTH} files deep here, the most a suite "
+                               f"may nest; include the deepest files from a file higher up the chain.")
+        reading.seen.add(sub)
+        sub_raw = _read_yaml(sub, reading, lambda problem: iwhere.error(f"included file {sub} {problem}."))
+        tasks += _collect_tasks(sub, _top(sub_raw, _Where(sub, 1, "")), registry, defaults, reading, depth + 1)
     return tasks
 
 
 def load_suite(path: str | Path, registry: Registry) -> Suite:
-    """Read, compose and validate a tasks file; raise :class:`ConfigError` on any problem."""
+    """Read, compose and validate a tasks file; raise :class:`ConfigError` on any problem,
+    also when the suite passes one of the limits (:data:`MAX_SUITE_BYTES`,
+    :data:`MAX_TASKS`, :data:`MAX_INCLUDE_DEPTH`, :data:`MAX_YAML_VALUES`,
+    :data:`MAX_YAML_DEPTH`)."""
     path = Path(path)
-    raw = _read_yaml(path)
+    reading = _Reading(seen={path.resolve()})
     where = _Where(path, 1, "")
-    if raw is None:
-        raise where.error("the file is empty; expected a mapping with a `tasks:` list.")
-    _expect(raw, dict, where, "a mapping with `suite:` and `tasks:`")
-    _check_keys(raw, TOP_KEYS, where, "top-level")
+    raw = _top(_read_yaml(path, reading, lambda problem: ConfigError(f"{path}: the tasks file {problem}.")), where)
     suite_raw = raw.get("suite") or {}
     swhere = where.child("suite", raw)
     _expect(suite_raw, dict, swhere, "a mapping of suite defaults")
@@ -669,14 +860,14 @@ def load_suite(path: str | Path, registry: Registry) -> Suite:
     defaults["metrics"] = suite_raw.get("metrics", ["accuracy", "weighted_f1"])
     if "tasks" not in raw and "include" not in raw:
         raise where.error("no `tasks:` list (and no `include:`); nothing to run.")
-    tasks = _collect_tasks(path, registry, defaults, {path.resolve()})
+    tasks = _collect_tasks(path, raw, registry, defaults, reading)
     if not tasks:
         raise where.child("tasks", raw).error("the task list is empty.")
-    names = [t.name.lower() for t in tasks]
-    dupes = sorted({t.name for t in tasks if names.count(t.name.lower()) > 1})
+    names = collections.Counter(t.name.lower() for t in tasks)
+    dupes = sorted({t.name for t in tasks if names[t.name.lower()] > 1})
     if dupes:
-        raise where.child("tasks", raw).error(f"duplicate task names {dupes} (compared without case, since each "
-                                              f"names files); task names must be unique.")
+        raise where.child("tasks", raw).error(f"duplicate task names {short_repr(dupes)} (compared without case, "
+                                              f"since each names files); task names must be unique.")
 
     def _dir(key: str, default: str | None) -> Path | None:
         value = suite_raw.get(key, default)
@@ -688,7 +879,8 @@ def load_suite(path: str | Path, registry: Registry) -> Suite:
     executor = suite_raw.get("executor", "local")
     if executor not in EXECUTORS:
         raise swhere.child("executor", suite_raw).error(
-            f"unknown executor {executor!r}; {did_you_mean(str(executor), list(EXECUTORS))} (`ray` needs "
+            f"unknown executor {short_repr(executor)}; "
+            f"{did_you_mean(executor if isinstance(executor, str) else '', list(EXECUTORS))} (`ray` needs "
             f"`pip install 'relbench[ray]'`)")
     return Suite(file=path, tasks=tasks, output=_dir("output", "results"),
                  leaderboards=_dir("leaderboards", "leaderboards"), cache_dir=_dir("cache_dir", None),

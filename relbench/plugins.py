@@ -9,10 +9,15 @@ To try a method before packaging it, name its module in ``RELBENCH_PLUGINS`` (co
 separated) or pass ``relbench --plugin MODULE``: the module is imported from the current
 folder or ``sys.path`` like an entry point, and its plugins are listed as coming from
 ``MODULE (not installed)``.
+
+Whatever a plugin's code raises while the registry is built (importing it, registering
+it, calling its hooks), ``SystemExit`` included, is a :class:`PluginLoadError` that names
+the package and how to switch it off; only Ctrl-C goes through.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
 from dataclasses import is_dataclass
@@ -24,7 +29,7 @@ from types import ModuleType
 import pluggy
 
 from relbench import hookspecs
-from relbench.errors import PluginConflict, PluginLoadError, UnknownPlugin
+from relbench.errors import TEXT_LIMIT, PluginConflict, PluginLoadError, UnknownPlugin, short_repr, short_text
 from relbench.interfaces import INTERFACES, Plugin
 
 ENTRY_POINT_GROUP = "relbench"
@@ -66,6 +71,24 @@ def did_you_mean(name: str, choices: list[str]) -> str:
     return "none are installed."
 
 
+@contextlib.contextmanager
+def _plugin_code(failed: str, remedy: str):
+    """Run a plugin's code: anything it raises but Ctrl-C (``SystemExit`` included) becomes
+    a :class:`PluginLoadError` "``failed``: the exception. ``remedy``"."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a plugin may raise anything, SystemExit included
+        raise PluginLoadError(f"{failed}: {type(exc).__name__}: {short_text(str(exc), TEXT_LIMIT)}. {remedy}") from None
+
+
+def _switch_off(source: str) -> str:
+    """How to switch off the plugin package (entry point or --plugin module) ``source``."""
+    return (f"Fix or reinstall that package, or switch it off with `relbench --disable {source} …` or "
+            f"{DISABLE_ENV}={source}.")
+
+
 class Registry:
     """Every plugin class, per interface, by name."""
 
@@ -82,7 +105,9 @@ class Registry:
         packages = {}
         for ep_name, module, package in modules:
             if module is not None and ep_name not in self.disabled:
-                self.pm.register(module, name=ep_name)
+                with _plugin_code(f"The relbench plugin package {ep_name!r} ({package}) cannot be registered",
+                                  _switch_off(ep_name)):
+                    self.pm.register(module, name=ep_name)
                 packages[ep_name] = package
         try:
             self.pm.check_pending()
@@ -93,8 +118,12 @@ class Registry:
             ) from None
         for hook_name, interface in hookspecs.HOOK_INTERFACES.items():
             for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
-                for cls in impl.function() or []:
-                    self._add(interface, Registered(cls, impl.plugin_name, packages[impl.plugin_name]))
+                source = impl.plugin_name
+                with _plugin_code(f"The hook {hook_name}() of the relbench plugin package {source!r} "
+                                  f"({packages[source]}) failed", _switch_off(source)):
+                    classes = list(impl.function() or [])
+                for cls in classes:
+                    self._add(interface, Registered(cls, source, packages[source]))
 
     def _add(self, interface: str, reg: Registered) -> None:
         expected = INTERFACES[interface]
@@ -105,8 +134,8 @@ class Registry:
                 f"Fix the plugin, or disable it with {DISABLE_ENV}={reg.source}."
             )
         name = reg.cls.name
-        if not name:
-            raise PluginConflict(f"{reg.cls.__qualname__} from {reg.package!r} has no `name`.")
+        if not name or not isinstance(name, str):
+            raise PluginConflict(f"{reg.cls.__qualname__} from {reg.package!r} has no `name` (a non-empty string).")
         self.seen |= {name, f"{interface}:{name}"}
         if name in self.disabled or f"{interface}:{name}" in self.disabled:
             return
@@ -128,7 +157,7 @@ class Registry:
             return table[name].cls
         where = f"{where}: " if where else ""
         raise UnknownPlugin(
-            f"{where}unknown {interface} {name!r}; {did_you_mean(name, list(table))} "
+            f"{where}unknown {interface} {short_repr(name)}; {did_you_mean(name, list(table))} "
             f"Run `relbench plugins` to list what is installed."
         )
 
@@ -165,14 +194,9 @@ def _discover(disabled: set[str] | frozenset[str] = frozenset()) -> list[tuple[s
             continue
         dist = getattr(ep, "dist", None)
         package = f"{dist.name} {dist.version}" if dist is not None else "?"
-        try:
+        with _plugin_code(f"The relbench plugin package {ep.name!r} ({package}, module {ep.value!r}) failed to "
+                          f"import", _switch_off(ep.name)):
             module = ep.load()
-        except Exception as exc:  # noqa: BLE001 - any import failure of a third-party package
-            raise PluginLoadError(
-                f"The relbench plugin package {ep.name!r} ({package}, module {ep.value!r}) failed to import: "
-                f"{type(exc).__name__}: {exc}. Fix or reinstall that package, or switch it off with "
-                f"`relbench --disable {ep.name} …` or RELBENCH_DISABLE_PLUGINS={ep.name}."
-            ) from None
         found.append((ep.name, module, package))
         _PROVIDERS[module.__name__.split(".")[0]] = package
     return found
@@ -203,14 +227,10 @@ def _local_modules(names: list[str]) -> list[tuple[str, ModuleType, str]]:
         sys.path.insert(0, os.getcwd())
     found = []
     for name in names:
-        try:
+        with _plugin_code(f"The plugin module {name!r} (from --plugin or {PLUGINS_ENV}) failed to import",
+                          "Give an importable module name (e.g. `my_method` for my_method.py in the current folder) "
+                          "and fix the module."):
             module = importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001 - any import failure of the user's module
-            raise PluginLoadError(
-                f"The plugin module {name!r} (from --plugin or {PLUGINS_ENV}) failed to import: "
-                f"{type(exc).__name__}: {exc}. Give an importable module name (e.g. `my_method` for my_method.py "
-                f"in the current folder) and fix the module."
-            ) from None
         found.append((name, module, f"{name} {getattr(module, '__version__', '')}".strip() + " (not installed)"))
     return found
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import sys
+import textwrap
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import ClassVar
@@ -135,3 +137,85 @@ def test_disable_by_package_or_name(monkeypatch):
 def test_wrong_interface_is_rejected():
     with pytest.raises(PluginConflict, match="not a subclass of Encoder"):
         Registry([("a", _module(_Dot, hook="relbench_encoders"), "p 1")])
+
+
+def test_a_plugin_name_that_is_not_a_string_is_refused():
+    @dataclass
+    class Listed(_Dot):
+        """A dot product whose name is a list (test double)."""
+
+        name: ClassVar = ["dot"]
+
+    with pytest.raises(PluginConflict, match="has no `name`"):
+        Registry([("a", _module(Listed), "p 1")])
+
+
+HOOK_BODIES = {
+    "RuntimeError": "raise RuntimeError('boom')",
+    "SystemExit": "raise SystemExit(4)",
+    "a BaseException": "raise type('Odd', (BaseException,), {})('odd')",
+    "not a list": "return 5",
+}
+
+
+@pytest.fixture
+def plugin_module(tmp_path, monkeypatch):
+    """Write a plugin module into tmp_path (importable as its name) and forget it after."""
+    names = []
+
+    def write(name: str, source: str) -> str:
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        names.append(name)
+        return name
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield write
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+def _hook_module(body: str) -> str:
+    return f"from relbench import hookimpl\n\n@hookimpl\ndef relbench_stitchers():\n    {body}\n"
+
+
+@pytest.mark.parametrize("what", list(HOOK_BODIES))
+def test_a_plugin_module_whose_hook_raises_is_named_with_how_to_switch_it_off(plugin_module, capsys, what):
+    from relbench.cli import main
+
+    name = plugin_module(f"hostile_{what.replace(' ', '_')}", _hook_module(HOOK_BODIES[what]))
+    assert main(["--plugin", name, "plugins"]) == 2
+    err = capsys.readouterr().err
+    assert f"relbench_stitchers() of the relbench plugin package {name!r}" in err and f"--disable {name}" in err
+    assert "Traceback" not in err
+    assert main(["--plugin", name, "--disable", name, "plugins", "--interface", "stitcher"]) == 0
+
+
+def test_a_plugin_module_that_exits_while_imported_is_a_user_error(plugin_module, capsys):
+    from relbench.cli import main
+
+    name = plugin_module("hostile_exits_on_import", "raise SystemExit(5)\n")
+    assert main(["--plugin", name, "plugins"]) == 2
+    assert f"plugin module {name!r}" in capsys.readouterr().err
+
+
+def test_ctrl_c_in_a_plugin_hook_still_interrupts(plugin_module, capsys):
+    from relbench.cli import main
+
+    name = plugin_module("hostile_interrupted", _hook_module("raise KeyboardInterrupt"))
+    assert main(["--plugin", name, "plugins"]) == 130
+
+
+@pytest.mark.parametrize("what", ["RuntimeError", "SystemExit"])
+def test_an_installed_plugin_package_whose_hook_raises_is_named(plugin_module, monkeypatch, capsys, what):
+    from relbench.cli import main
+    from relbench.plugins import entry_points
+
+    module = __import__(plugin_module(f"hostile_installed_{what}", _hook_module(HOOK_BODIES[what])))
+    fake = SimpleNamespace(name="hostile", value=module.__name__, dist=SimpleNamespace(name="hostile-pkg",
+                                                                                       version="1.0"),
+                           load=lambda: module)
+    monkeypatch.setattr("relbench.plugins.entry_points", lambda group: [*entry_points(group=group), fake])
+    assert main(["plugins"]) == 2
+    err = capsys.readouterr().err
+    assert "plugin package 'hostile' (hostile-pkg 1.0) failed" in err and "--disable hostile" in err
+    assert main(["--disable", "hostile", "plugins", "--interface", "stitcher"]) == 0

@@ -6,6 +6,7 @@ benchmarks/fuzz_tasks.py (run it there with more cases)."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import fuzz_tasks  # noqa: E402
 
-#: seeds 0 … CASES-1: 38–45 s on a 2-core machine
+#: seeds 0 … CASES-1: about 5 s on a 2-core machine
 CASES = 160
 
 
@@ -35,3 +36,21 @@ def test_mutated_tasks_files_are_valid_or_refused_cleanly(builtin_registry, tmp_
     assert not failures, f"{fuzz_tasks.summary(outcomes)}\n\n" + "\n\n".join(o.report() for o in failures)
     statuses = {o.status for o in outcomes}
     assert statuses == {"valid", "refused"}, "the generator should reach both valid and refused mutants"
+
+
+@pytest.mark.parametrize("name", list(fuzz_tasks.HOSTILE))
+def test_hostile_inputs_are_refused_at_once(builtin_registry, tmp_path, capsys, name):
+    """Each hostile input of the benchmark is a ConfigError within a second, and the CLI
+    exits 2 with a short message and no traceback (the benchmark measures memory too)."""
+    from relbench.cli import main
+    from relbench.config import load_suite
+    from relbench.errors import ConfigError
+
+    path = fuzz_tasks.HOSTILE[name](tmp_path)
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError):
+        load_suite(path, builtin_registry)
+    assert time.perf_counter() - t0 < 1.0
+    assert main(["run", str(path), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("relbench: error:") and "Traceback" not in err and len(err) < 600
