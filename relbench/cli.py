@@ -261,7 +261,7 @@ def _run(args, registry) -> int:
         return _dry_run(runner, args.json)
     from relbench.progress import opening
 
-    _say(args.quiet, opening(runner.tasks(), suite.file))
+    _say(args.quiet, opening(runner.tasks(), suite.file, suite.smoke))
     if not args.no_leaderboard:
         ensure_writable_dir(leaderboards, "The leaderboards directory",
                             "`suite.leaderboards` in the tasks file or `relbench run --leaderboards DIR`")
@@ -336,7 +336,8 @@ def _render(runner, leaderboards: Path, quiet: bool, redraw: bool = False, relea
     runner.only = None
     plans = runner.plans()
     current = {tr.task.name: [u.id for u in tr.plan().units] for tr in plans}
-    drawn = render(runner.store, leaderboards, [tr.task for tr in plans], current, redraw, release)[1:]
+    drawn = render(runner.store, leaderboards, [tr.task for tr in plans], current, redraw, release,
+                   runner.suite.smoke)[1:]
     _say(quiet, f"wrote {len(drawn)} changed pages to {leaderboards} ({len(plans) - len(drawn)} kept)")
 
 
@@ -383,7 +384,7 @@ def _stored_suite(args, registry):
     from relbench.config import load_suite
     from relbench.runner import Runner
 
-    if not args.tasks.is_file():
+    if not args.tasks.exists():  # anything else there (a folder, a pipe) is named by load_suite
         raise ConfigError(f"{args.tasks}: no such tasks file. Pass the tasks file whose results to use, e.g. "
                           f"`relbench {args.command} tasks.yaml`; pages and exports show the results of its tasks.")
     suite = load_suite(args.tasks, registry)
@@ -405,6 +406,9 @@ def _cmd_publish(args, registry) -> int:
     from relbench import publish
 
     suite, runner = _stored_suite(args, registry)
+    if suite.smoke:
+        raise UserError(f"{args.tasks} is a smoke suite (`smoke: true`): its numbers are never for citation, so "
+                        f"`relbench publish` does not draw a release from it. Publish the benchmark's tasks file.")
     folder = (args.to or publish.default_folder(args.tasks)).resolve()
     release = publish.checkout(args.tasks, folder)
     release["row_revisions"] = publish.stored(runner)

@@ -9,7 +9,8 @@ The schema (every key optional unless marked)::
       batch_size: 64             # encoding batch size (halved on CUDA out-of-memory)
       metrics: [accuracy, weighted_f1]
       output: results            # results store directory (relative to the YAML file)
-      leaderboards: leaderboards # where markdown leaderboards are written
+      leaderboards: leaderboards # where `relbench run` draws its pages (the release: `relbench publish`)
+      smoke: false               # true: a smoke suite (a check that everything runs), never for citation
       cache_dir: null            # embedding cache; default $RELBENCH_CACHE_DIR or ~/.cache/relbench
       executor: local            # local | ray (relbench.ray_executor); `relbench run --executor` overrides it
       protocol:                  # what each seed draws (relbench.protocol); a task's keys override these
@@ -82,7 +83,7 @@ from relbench.plugins import Registry, did_you_mean, provider_of
 from relbench.protocol import MAX_VALIDATION, EvaluationProtocol, check_similarities
 
 SUITE_KEYS = {"seeds", "device", "num_anchors", "batch_size", "metrics", "output", "leaderboards", "cache_dir",
-              "protocol", "executor"}
+              "protocol", "executor", "smoke"}
 #: where a run computes its units: this process (or ``-j N`` local workers), or a Ray cluster
 EXECUTORS = ("local", "ray")
 TOP_KEYS = {"suite", "include", "tasks"}
@@ -483,6 +484,9 @@ class Suite:
     cache_dir: Path | None
     device: str
     executor: str = "local"
+    #: a smoke suite: its first line and its pages say it is not for citation, and
+    #: ``relbench publish`` refuses it
+    smoke: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -882,6 +886,8 @@ def load_suite(path: str | Path, registry: Registry) -> Suite:
             f"unknown executor {short_repr(executor)}; "
             f"{did_you_mean(executor if isinstance(executor, str) else '', list(EXECUTORS))} (`ray` needs "
             f"`pip install 'relbench[ray]'`)")
+    smoke = suite_raw.get("smoke", False)
+    _expect(smoke, bool, swhere.child("smoke", suite_raw), "true or false")
     return Suite(file=path, tasks=tasks, output=_dir("output", "results"),
                  leaderboards=_dir("leaderboards", "leaderboards"), cache_dir=_dir("cache_dir", None),
-                 device=defaults["device"], executor=executor)
+                 device=defaults["device"], executor=executor, smoke=smoke)

@@ -23,9 +23,15 @@ import pandas as pd
 from relbench.interfaces import progress_bar
 
 
-def opening(tasks: Iterable, file: Path) -> str:
+#: what a smoke suite's first line and index say (lm-eval says as much of ``--limit``)
+SMOKE = ("SMOKE SUITE (`smoke: true` in the tasks file): a check that every part runs, on small samples; its "
+         "numbers are not the benchmark's and are never for citation.")
+
+
+def opening(tasks: Iterable, file: Path, smoke: bool = False) -> str:
     """``relbench: 15 tasks, 1,921 units in tasks.yaml; …``: what the run will look at,
-    from the kinds' plans alone (no data, model or store is read)."""
+    from the kinds' plans alone (no data, model or store is read); a smoke suite's line
+    first says it is one."""
     tasks, units, unplanned = list(tasks), 0, 0
     for task in tasks:
         try:
@@ -33,7 +39,8 @@ def opening(tasks: Iterable, file: Path) -> str:
         except Exception:  # noqa: BLE001 - a kind's bug fails its task when the run plans it, with its message
             unplanned += 1
     uncounted = f" ({unplanned} not counted: their kind failed to plan)" if unplanned else ""
-    return (f"relbench: {len(tasks)} tasks, {units:,} units{uncounted} in {file.name}; checking the results store "
+    return ((f"relbench: {SMOKE}\n" if smoke else "") +
+            f"relbench: {len(tasks)} tasks, {units:,} units{uncounted} in {file.name}; checking the results store "
             f"and the embedding cache (a cold cache describes each data set once) …")
 
 

@@ -219,3 +219,31 @@ def test_the_default_suite_never_draws_into_the_release_folder(registry):
     root = Path(__file__).resolve().parents[1]
     suite = load_suite(root / "tasks.yaml", registry)
     assert suite.leaderboards.resolve() != (root / "leaderboards").resolve()
+
+
+def test_a_smoke_suite_says_so_first_and_on_its_index_and_is_never_published(cli_main, write_yaml, tmp_path,
+                                                                              capsys):
+    from relbench.progress import SMOKE
+
+    path = write_yaml(TWO_TASKS.format(output="results", boards="boards").replace(
+        "  leaderboards: boards\n", "  leaderboards: boards\n  smoke: true\n"))
+    assert cli_main(["run", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert err.index(SMOKE) < err.index("checking the results store")
+    assert SMOKE in (tmp_path / "boards" / "README.md").read_text()
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "tasks.yaml")
+    _git(tmp_path, "commit", "-qm", "tasks")
+    assert cli_main(["publish", str(path)]) == 2
+    assert "is a smoke suite (`smoke: true`)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["leaderboard", "export", "publish"])
+def test_a_named_pipe_given_to_a_stored_results_command_is_not_called_missing(cli_main, tmp_path, capsys, command):
+    import os
+
+    fifo = tmp_path / "tasks.yaml"
+    os.mkfifo(fifo)
+    assert cli_main([command, str(fifo)]) == 2
+    err = capsys.readouterr().err
+    assert "not a regular file" in err and "no such tasks file" not in err
