@@ -7,8 +7,10 @@ operations of the one piece of the suite whose amount of work the stored results
 exactly — the learned anchors' training (PARAM: one Adam step per minibatch, until its
 loss converges) — and divides them by the best this machine's cores can do.
 
-* **Peak**: the fp32 matrix-multiply throughput of this machine (a 2048² ``torch.mm``,
-  the best of several), on one thread and on every core. No real workload goes faster.
+* **Peak**: the fp32 and bf16 matrix-multiply throughput of this machine (2048²
+  ``torch.matmul``, the best of several, ``benchmarks/gemm_peaks.py``), on one thread and
+  on every core, printed first with the CPU's model, its cores and the load average
+  beside each figure. No real workload goes faster.
 * **Work per step**: one training step of the selector exactly as the task configures
   it (its grid entry's parameters, similarity, anchors and banks of the real encoders'
   widths), its loss and gradient counted by ``torch.utils.flop_counter.FlopCounterMode``
@@ -19,13 +21,20 @@ loss converges) — and divides them by the best this machine's cores can do.
 
 The floor is then (FLOPs of every step) / (peak of every core): the wall time PARAM's
 trainings need even if nothing else ran, every core stayed busy and every operation ran
-at matrix-multiply peak. Since both targets' runs include these trainings (a cold run
-and a `--force` run recompute every unit), a floor above a target shows the target
-cannot be met on this machine at this protocol. It also prints the measured time of one
-step beside its count (the share of one core's peak the training reaches today).
+at matrix-multiply peak. It is printed at both precisions: the fp32 floor holds for the
+protocol as it is (it trains in float32); the bf16 floor is the one even a switch to
+bfloat16 arithmetic could not go under. Since both targets' runs include these trainings
+(a cold run and a `--force` run recompute every unit), an fp32 floor above a target
+shows the target cannot be met on this machine at this protocol. It also prints the
+measured time of one step beside its count (the share of one core's peak the training
+reaches today), and the measured/floor ratio at fp32 of the recorded training time (the
+trainings ran one thread each, so against the one-thread floor).
 
     python benchmarks/compute_floor.py [tasks.yaml] [--release leaderboards/results.parquet]
                                        [--task fashion-param-held-out] [--selector param]
+                                       [--rounds 3]
+
+(``python benchmarks/gemm_peaks.py`` prints the peaks alone.)
 """
 
 from __future__ import annotations
@@ -47,20 +56,9 @@ from relbench.plugins import load_registry
 from relbench.runner import Runner
 from relbench_param.selector import BankSpace
 
+from gemm_peaks import describe, measure_peaks
+
 TARGETS = {"warm --force -j 2": 8 * 60, "cold": 20 * 60}
-
-
-def matmul_peak(threads: int, size: int = 2048, repeats: int = 7) -> float:
-    """FLOP/s of the best of ``repeats`` fp32 ``size``² matrix products on ``threads`` threads."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        a, b = torch.randn(size, size), torch.randn(size, size)
-        a @ b  # warm-up
-        best = min(_seconds(lambda: a @ b) for _ in range(repeats))
-    finally:
-        torch.set_num_threads(before)
-    return 2 * size ** 3 / best
 
 
 def _seconds(fn) -> float:
@@ -114,6 +112,7 @@ def main() -> None:
                         help="the results release whose recorded trainings are counted")
     parser.add_argument("--task", default="fashion-param-held-out")
     parser.add_argument("--selector", default="param", help="label of the learned selector in the task's grid")
+    parser.add_argument("--rounds", type=int, default=3, help="times the peak measurement is repeated (default 3)")
     args = parser.parse_args()
 
     registry = load_registry()
@@ -152,21 +151,27 @@ def main() -> None:
     torch.set_num_threads(threads)
 
     cores = torch.get_num_threads()
-    peak_one, peak_all = matmul_peak(1), matmul_peak(cores)
-    print(f"fp32 matrix-multiply peak: {peak_one / 1e9:.0f} GFLOP/s on one thread, {peak_all / 1e9:.0f} GFLOP/s on "
-          f"{cores} threads")
+    peaks = measure_peaks(rounds=args.rounds)
+    print(describe(peaks, args.rounds))
+    peak_one, peak_all = peaks["fp32", 1].flops, peaks["fp32", cores].flops
+    bf16_all = max(peaks["bf16", cores].flops, peaks["bf16-autocast", cores].flops)
     print(f"{task.name}: {args.selector} trainings recorded in {args.release}: {len(trainings)}, "
           f"{steps_total:,} Adam steps; encoder widths {widths}")
     for (similarity, banks, n), (flops, seconds) in per_step.items():
         print(f"  {similarity:<8} banks {', '.join(banks)} ({n:,} training rows, {task.num_anchors} anchors, "
               f"subset {min(selector.subset_size, n):,}): {flops / 1e9:.2f} GFLOP a step, measured "
-              f"{seconds * 1e3:.0f} ms on one thread = {flops / seconds / peak_one:.0%} of one thread's peak")
-    floor = flops_total / peak_all
-    print(f"all trainings: {flops_total / 1e12:.0f} TFLOP; floor at the {cores}-thread peak: {floor / 60:.1f} min "
-          f"(recorded training time, one worker each: {trainings['seconds'].sum() / 60:.0f} min)")
+              f"{seconds * 1e3:.0f} ms on one thread = {flops / seconds / peak_one:.0%} of one thread's fp32 peak "
+              f"(measured/floor {seconds * peak_one / flops:.1f}×)")
+    floor, floor_bf16 = flops_total / peak_all, flops_total / bf16_all
+    recorded = trainings["seconds"].sum()
+    print(f"all trainings: {flops_total / 1e12:.0f} TFLOP; floor at the {cores}-thread peak: fp32 {floor / 60:.1f} min, "
+          f"bf16 {floor_bf16 / 60:.1f} min")
+    print(f"  recorded training time, one worker each: {recorded / 60:.0f} min; measured/floor at fp32 "
+          f"{recorded * peak_one / flops_total:.1f}× the one-thread floor ({flops_total / peak_one / 60:.0f} min)")
     for name, target in TARGETS.items():
         verdict = "cannot be met" if floor > target else "not excluded by this floor"
-        print(f"  target {name} ≤ {target // 60} min: floor {floor / target:.1f}× the target — {verdict}")
+        print(f"  target {name} ≤ {target // 60} min: fp32 floor {floor / target:.1f}× the target — {verdict} "
+              f"(bf16 floor {floor_bf16 / target:.1f}×)")
 
 
 if __name__ == "__main__":
