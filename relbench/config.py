@@ -54,8 +54,10 @@ Limits, each refused at once with its file and line: a tasks file and the files 
 includes hold at most 1 MiB of YAML (:data:`MAX_SUITE_BYTES`) and 10,000 tasks
 (:data:`MAX_TASKS`) together, in a chain of at most 32 files (:data:`MAX_INCLUDE_DEPTH`);
 one file holds at most 1,000,000 values, each alias counted as a copy of its anchor's
-value (:data:`MAX_YAML_VALUES`), nested at most 64 levels (:data:`MAX_YAML_DEPTH`). A
-tasks file or include must be a regular file (not a folder, named pipe or device).
+value (:data:`MAX_YAML_VALUES`), nested at most 64 levels (:data:`MAX_YAML_DEPTH`); a
+task asks for at most 20,000 units of work (:data:`MAX_TASK_UNITS`) and the suite for
+100,000 (:data:`MAX_SUITE_UNITS`), each bounded by :func:`unit_bound`. A tasks file or
+include must be a regular file (not a folder, named pipe or device).
 """
 
 from __future__ import annotations
@@ -121,6 +123,12 @@ MAX_INCLUDE_DEPTH = 32
 MAX_YAML_VALUES = 1_000_000
 #: levels of lists and mappings inside one another
 MAX_YAML_DEPTH = 64
+#: units of work one task may ask for, bounded by :func:`unit_bound` (the default suite's
+#: largest task asks for 1,350): a few lines of seeds or grid entries must not plan for
+#: minutes into gigabytes
+MAX_TASK_UNITS = 20_000
+#: the same over the whole suite (the default suite: 1,921)
+MAX_SUITE_UNITS = 100_000
 
 
 # ----------------------------------------------------------------------------- YAML with lines
@@ -272,6 +280,7 @@ class _Reading:
     seen: set[Path]
     bytes: int = 0
     tasks: int = 0
+    units: int = 0
 
 
 def _read_yaml(path: Path, reading: _Reading, refuse: Callable[[str], ConfigError]) -> Any:
@@ -749,6 +758,12 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
     gwhere = where.child("grid", raw)
     _expect(grid_raw, dict, gwhere, "a mapping with selectors, similarities, stitchers, regularizers")
     _check_keys(grid_raw, set(GRID_KEYS), gwhere, "grid")
+    bound = _unit_bound(len(settings["seeds"]), len(raw.get("encoders", [])),
+                        [len(axis) if isinstance(axis, list) else 1 for axis in grid_raw.values()])
+    if bound > MAX_TASK_UNITS:  # before thousands of grid entries are validated
+        raise where.error(f"task {name!r} asks for up to {bound:,} units of work (seeds × encoders × each grid "
+                          f"list's length), more than the {MAX_TASK_UNITS:,} one task may plan; split it into tasks "
+                          f"over fewer seeds, encoders or grid entries.")
     grid = {}
     for key, interface in GRID_KEYS.items():
         if key in grid_raw:
@@ -802,6 +817,18 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
     return task
 
 
+def _unit_bound(seeds: int, encoders: int, axes: list[int]) -> int:
+    return seeds * max(1, encoders) * math.prod(max(1, n) for n in axes)
+
+
+def unit_bound(task: Task) -> int:
+    """An upper bound on the units a task plans, from its shape alone: seeds × encoders
+    × the length of each grid list (a kind plans at most one unit per seed, target
+    encoder and grid point)."""
+    return _unit_bound(len(task.seeds), len(task.encoders), [len(task.selectors), len(task.similarities),
+                                                             len(task.stitchers), len(task.regularizers)])
+
+
 def _top(raw: Any, where: _Where) -> dict:
     """The top-level mapping of a tasks file, its keys checked. Nothing of a file that is
     not a mapping is quoted: it may be another file entirely (a key is, shortened)."""
@@ -827,7 +854,14 @@ def _collect_tasks(path: Path, raw: dict, registry: Registry, defaults: dict, re
         if reading.tasks > MAX_TASKS:
             raise twhere.error(f"the suite holds more than {MAX_TASKS:,} tasks, the most one suite may hold (this "
                                f"file {len(raw['tasks']):,}); split it into smaller suites.")
-        tasks = [_task(t, defaults, registry, twhere.child(i, raw["tasks"])) for i, t in enumerate(raw["tasks"])]
+        for i, raw_task in enumerate(raw["tasks"]):
+            tasks.append(_task(raw_task, defaults, registry, twhere.child(i, raw["tasks"])))
+            reading.units += unit_bound(tasks[-1])
+            if reading.units > MAX_SUITE_UNITS:
+                raise twhere.child(i, raw["tasks"]).error(
+                    f"with this task the suite asks for more than {MAX_SUITE_UNITS:,} units of work (seeds × "
+                    f"encoders × each grid list's length, summed over tasks), the most one suite may plan; split it "
+                    f"into smaller suites.")
     includes = raw.get("include") or []
     includes = [includes] if isinstance(includes, str) else includes
     _expect(includes, list, where.child("include", raw), "a list of paths of other tasks files")

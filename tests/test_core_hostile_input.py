@@ -189,3 +189,31 @@ def test_an_include_given_as_one_path_includes_that_file(registry, write_yaml):
     write_yaml(TASKS.split("\n", 1)[1].replace("name: blobs", "name: more"), "more.yaml")
     suite = load_suite(write_yaml(TASKS + "include: more.yaml\n"), registry)
     assert [t.name for t in suite.tasks] == ["blobs", "more"]
+
+
+def _labelled(name: str, n: int) -> str:
+    return "[" + ", ".join(f"{{name: {name}, label: {name[0]}{i}}}" for i in range(n)) + "]"
+
+
+@pytest.mark.parametrize("edits, said", [
+    ([("suite: {seeds: [0]", "suite: {seeds: [" + ", ".join(map(str, range(20_001))) + "]")],
+     "asks for up to 40,002 units of work"),
+    ([("selectors: [random]", f"selectors: {_labelled('random', 100)}"),
+      ("similarities: [cosine]", f"similarities: {_labelled('cosine', 150)}")],
+     "asks for up to 30,000 units of work"),
+])
+def test_a_task_that_asks_for_too_many_units_is_refused_before_planning(registry, write_yaml, edits, said):
+    text = TASKS
+    for old, new in edits:
+        text = text.replace(old, new)
+    message = _error(registry, write_yaml(text))
+    assert said in message and "split it into tasks over fewer" in message
+
+
+def test_a_suite_that_asks_for_too_many_units_is_refused_at_the_task_that_crosses_the_limit(registry, write_yaml):
+    head, task = TASKS.split("tasks:\n")
+    seeds = "seeds: [" + ", ".join(map(str, range(5_000))) + "]\n    "
+    many = "".join(task.replace("name: blobs", f"name: blobs-{i}").replace("description:", seeds + "description:")
+                   for i in range(11))
+    message = _error(registry, write_yaml(head + "tasks:\n" + many))
+    assert "tasks[10]" in message and "more than 100,000 units of work" in message
