@@ -218,8 +218,11 @@ def disabled_from_env(extra: list[str] | None = None) -> set[str]:
     return set(names) | set(extra or [])
 
 
-def _local_modules(names: list[str]) -> list[tuple[str, ModuleType, str]]:
-    """Import plugin modules named on the command line or in ``RELBENCH_PLUGINS``."""
+def _local_modules(names: list[str], disabled: set[str] | frozenset[str] = frozenset()
+                   ) -> list[tuple[str, ModuleType | None, str]]:
+    """Import plugin modules named on the command line or in ``RELBENCH_PLUGINS``; a
+    module switched off by name (``--disable NAME``) is never imported, as a disabled
+    package is not."""
     import importlib
     import sys
 
@@ -227,6 +230,9 @@ def _local_modules(names: list[str]) -> list[tuple[str, ModuleType, str]]:
         sys.path.insert(0, os.getcwd())
     found = []
     for name in names:
+        if name in disabled:
+            found.append((name, None, ""))
+            continue
         with _plugin_code(f"The plugin module {name!r} (from --plugin or {PLUGINS_ENV}) failed to import",
                           "Give an importable module name (e.g. `my_method` for my_method.py in the current folder) "
                           "and fix the module."):
@@ -240,4 +246,4 @@ def load_registry(disable: list[str] | None = None, modules: list[str] | None = 
     modules named in ``modules`` and ``RELBENCH_PLUGINS``."""
     disabled = disabled_from_env(disable)
     local = [n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(",") if n.strip()] + list(modules or [])
-    return Registry(_discover(disabled) + _local_modules(list(dict.fromkeys(local))), disabled)
+    return Registry(_discover(disabled) + _local_modules(list(dict.fromkeys(local)), disabled), disabled)

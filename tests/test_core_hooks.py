@@ -196,6 +196,9 @@ def test_a_plugin_module_that_exits_while_imported_is_a_user_error(plugin_module
     name = plugin_module("hostile_exits_on_import", "raise SystemExit(5)\n")
     assert main(["--plugin", name, "plugins"]) == 2
     assert f"plugin module {name!r}" in capsys.readouterr().err
+    # switched off by name, it is never imported
+    assert main(["--plugin", name, "--disable", name, "plugins", "--interface", "stitcher"]) == 0
+    assert "matches no plugin" not in capsys.readouterr().err
 
 
 def test_ctrl_c_in_a_plugin_hook_still_interrupts(plugin_module, capsys):
