@@ -558,7 +558,7 @@ HOSTILE: dict[str, Callable[[Path], Path]] = {
     "an alias inside itself": lambda folder: _edited(folder, "seeds: [0]", "seeds: &loop [*loop]"),
     "a 13th month": lambda folder: _edited(folder, "a valid task", "2024-13-45"),
     "an integer of 5,000 digits": lambda folder: _edited(folder, "seeds: [0]", f"seeds: [{'9' * 5000}]"),
-    "100,000 seeds": lambda folder: _edited(folder, "seeds: [0]", f"seeds: [{', '.join(map(str, range(100_000)))}]"),
+    "30,000 seeds": lambda folder: _edited(folder, "seeds: [0]", f"seeds: [{', '.join(map(str, range(30_000)))}]"),
     "a grid of 1,000 × 1,000 entries": lambda folder: _edited(
         folder, "similarities: [cosine], stitchers: [relative]",
         "similarities: [" + ", ".join(f"{{name: cosine, label: c{i}}}" for i in range(1000)) + "], stitchers: ["
