@@ -308,7 +308,10 @@ def _run(args, registry) -> int:
 
 def _announce(runner, jobs: int, quiet: bool) -> None:
     """Say what the run will compute and how long its units should take (every task is
-    planned here, so user errors still stop the run before any work)."""
+    planned here, so user errors still stop the run before any work; nothing when
+    ``quiet``)."""
+    if quiet:  # the run plans its tasks itself; counting banks and costs is for the user only
+        return
     from relbench.leaderboard import RELEASE
     from relbench.progress import estimate
     from relbench.publish import default_folder
