@@ -492,8 +492,8 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
     manifest = _read_manifest(out)
     entries, written, kept = {}, [], set()
     for task in tasks:
-        units = [*current.get(task.name, ()), TASK_ERROR]
         plan = list(current.get(task.name, ()))
+        units = [*plan, TASK_ERROR]
         held = Holding.of(store, task.name, plan)
         digest = _digest(store, task, units)
         entry = manifest.get(task.name)
