@@ -35,6 +35,7 @@ import os
 import platform
 import subprocess
 import re
+import threading
 import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
@@ -98,7 +99,7 @@ def ensure_writable_dir(folder: Path, what: str, how: str) -> None:
     saying ``what`` it is and ``how`` to choose another."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".probe-{os.getpid()}"
+        probe = folder / f".probe-{os.getpid()}-{threading.get_ident()}"  # runs may share a process
         probe.write_text("")
         probe.unlink()
     except OSError as exc:

@@ -199,11 +199,20 @@ def test_two_runs_on_one_store_share_the_work(registry, write_yaml):
     two = TASKS + TASKS.split("tasks:\n", 1)[1].replace("name: blobs", "name: blobs-2")
     path = write_yaml(two)
     runners = [Runner(load_suite(path, registry), registry, quiet=True) for _ in range(2)]
-    threads = [threading.Thread(target=r.run) for r in runners]
+    errors = []
+
+    def run(runner):
+        try:
+            runner.run()
+        except Exception as exc:  # noqa: BLE001 - both runs must succeed, reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in runners]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=120)
+    assert errors == []  # before: one run's probe of the store was deleted by the other's
     units = 2  # per task: one seed × one stitcher × two targets
     assert sum(r.stats.units_done for r in runners) == 2 * units  # every unit computed once, by one of them
     stored = ResultStore(path.parent / "results")
