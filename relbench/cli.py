@@ -18,6 +18,7 @@ from pathlib import Path
 
 from relbench import __version__
 from relbench.errors import ConfigError, UserError
+from relbench.precision import PRECISION_ENV, PRECISIONS
 
 EXIT_OK, EXIT_FAILURES, EXIT_USER, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -88,6 +89,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="run tasks in N worker processes (0: one per CPU core; auto: one per core, as many as "
                           "the available memory holds at 2.5 GB each); tasks over the same data set stay in one "
                           "worker so each embedding is computed once (default 1; `make run` uses auto)")
+    run.add_argument("--precision", choices=PRECISIONS,
+                     help="run every task at this precision, whatever the tasks file says (fp32: the fp32 "
+                          "protocol; bf16: heavy loops that opt in run under bf16 autocast); part of every unit's "
+                          "identity and shown on the pages")
     run.add_argument("--executor", choices=["local", "ray"],
                      help="where units are computed: this machine (local, with -j N worker processes) or a Ray "
                           "instance (ray: `pip install 'relbench[ray]'`); default suite.executor, else local")
@@ -112,6 +117,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="tasks file whose suite.output/leaderboards folders to use (default tasks.yaml)")
     lb.add_argument("--output", type=Path, help="results directory (overrides the tasks file)")
     lb.add_argument("--leaderboards", type=Path, help="leaderboards directory (overrides the tasks file)")
+    lb.add_argument("--precision", choices=PRECISIONS,
+                    help="show the results of a `relbench run --precision P` (default: the tasks file's precision)")
 
     publish = sub.add_parser("publish", help="draw the citable release from a complete store at a clean revision",
                              description="Redraw every page, the index and results.parquet into the release folder, "
@@ -133,6 +140,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="file format (default parquet)")
     export.add_argument("--to", type=Path, help="file to write (default: export.<format> in the results folder)")
     export.add_argument("--output", type=Path, help="results directory (overrides the tasks file)")
+    export.add_argument("--precision", choices=PRECISIONS,
+                        help="export the results of a `relbench run --precision P` (default: the tasks file's)")
     export.add_argument("--all", action="store_true", help="every stored line, older identities included (history)")
 
     cache = sub.add_parser("cache", help="list or clear the embedding cache",
@@ -251,6 +260,8 @@ def _run(args, registry) -> int:
     from relbench.results import ensure_writable_dir
     from relbench.runner import Runner
 
+    if args.precision:  # load_suite applies it; worker processes inherit it
+        os.environ[PRECISION_ENV] = args.precision
     suite = load_suite(args.tasks, registry)
     leaderboards = args.leaderboards.resolve() if args.leaderboards else suite.leaderboards
     suite.leaderboards = leaderboards
@@ -390,6 +401,8 @@ def _stored_suite(args, registry):
     if not args.tasks.exists():  # anything else there (a folder, a pipe) is named by load_suite
         raise ConfigError(f"{args.tasks}: no such tasks file. Pass the tasks file whose results to use, e.g. "
                           f"`relbench {args.command} tasks.yaml`; pages and exports show the results of its tasks.")
+    if getattr(args, "precision", None):
+        os.environ[PRECISION_ENV] = args.precision
     suite = load_suite(args.tasks, registry)
     runner = Runner(suite, registry, output=args.output)  # not quiet: damaged lines set aside are said
     if not runner.store.tasks():

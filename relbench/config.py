@@ -5,6 +5,8 @@ The schema (every key optional unless marked)::
     suite:                       # defaults for every task
       seeds: [0, 1, 2]           # list of ints
       device: auto               # auto | cpu | cuda  (auto = cuda when available)
+      precision: fp32            # fp32 | bf16: heavy loops that opt in run under bf16 autocast (relbench.precision);
+                                 # `relbench run --precision P` sets every task's
       num_anchors: 300           # anchors per selector (int)
       batch_size: 64             # encoding batch size (halved on CUDA out-of-memory)
       metrics: [accuracy, weighted_f1]
@@ -32,7 +34,7 @@ The schema (every key optional unless marked)::
           similarities: [cosine]
           stitchers: [relative, absolute]
           regularizers: [none]
-        metrics, seeds, num_anchors, device, batch_size, protocol: override the suite's
+        metrics, seeds, num_anchors, device, precision, batch_size, protocol: override the suite's
         published:               # numbers from a paper, shown next to ours on the leaderboard
           - {stitcher: relative, source: rexnet, target: vit-b, metric: weighted_f1,
              value: 0.7681, reference: "Moschella et al. 2023, Table 6"}
@@ -82,15 +84,17 @@ import yaml
 from relbench.errors import TEXT_LIMIT, ConfigError, UnknownPlugin, short_repr, short_text
 from relbench.names import RESERVED_NAMES, valid_task_name
 from relbench.plugins import Registry, did_you_mean, provider_of
+from relbench.precision import DEFAULT as DEFAULT_PRECISION
+from relbench.precision import PRECISION_ENV, PRECISIONS, override
 from relbench.protocol import MAX_VALIDATION, EvaluationProtocol, check_similarities
 
-SUITE_KEYS = {"seeds", "device", "num_anchors", "batch_size", "metrics", "output", "leaderboards", "cache_dir",
+SUITE_KEYS = {"seeds", "device", "precision", "num_anchors", "batch_size", "metrics", "output", "leaderboards", "cache_dir",
               "protocol", "executor", "smoke"}
 #: where a run computes its units: this process (or ``-j N`` local workers), or a Ray cluster
 EXECUTORS = ("local", "ray")
 TOP_KEYS = {"suite", "include", "tasks"}
 TASK_KEYS = {"name", "kind", "description", "dataset", "encoders", "grid", "metrics", "seeds", "protocol",
-             "num_anchors", "device", "batch_size", "published", "claims"}
+             "num_anchors", "device", "precision", "batch_size", "published", "claims"}
 CLAIM_KEYS = {"claim", "better", "worse", "measure", "metric", "margin"}
 PUBLISHED_KEYS = {"metric", "value", "reference"}  # plus the task kind's columns
 GRID_KEYS = {"selectors": "selector", "similarities": "similarity", "stitchers": "stitcher",
@@ -476,6 +480,8 @@ class Task:
     device: str
     batch_size: int
     description: str = ""
+    #: the numeric precision of the task's heavy loops (:mod:`relbench.precision`)
+    precision: str = DEFAULT_PRECISION
     file: str = ""
     published: list[dict] = field(default_factory=list)
     claims: list[dict] = field(default_factory=list)
@@ -677,6 +683,13 @@ def _settings(raw: dict, defaults: dict, where: _Where) -> dict:
             raise where.child("device", raw).error(f"expected auto, cpu, cuda or cuda:N (N ≥ 0), got "
                                                    f"{short_repr(device)}.")
         out["device"] = device
+    if "precision" in raw:
+        precision = raw["precision"]
+        if precision not in PRECISIONS:
+            raise where.child("precision", raw).error(
+                f"expected one of {', '.join(PRECISIONS)} (the precision of the task's heavy loops; "
+                f"{DEFAULT_PRECISION} is the default), got {short_repr(precision)}.")
+        out["precision"] = precision
     return out
 
 
@@ -806,7 +819,7 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
                 similarities=grid["similarities"], stitchers=grid["stitchers"],
                 regularizers=grid["regularizers"], metrics=metrics, seeds=settings["seeds"],
                 num_anchors=settings["num_anchors"], device=settings["device"],
-                batch_size=settings["batch_size"], description=description, file=str(where.file),
+                precision=settings.get("precision", DEFAULT_PRECISION), batch_size=settings["batch_size"], description=description, file=str(where.file),
                 published=[dict(e) for e in published], claims=[dict(c) for c in claims],
                 protocol=settings.get("protocol", EvaluationProtocol()))
     try:
@@ -920,6 +933,13 @@ def load_suite(path: str | Path, registry: Registry) -> Suite:
             f"unknown executor {short_repr(executor)}; "
             f"{did_you_mean(executor if isinstance(executor, str) else '', list(EXECUTORS))} (`ray` needs "
             f"`pip install 'relbench[ray]'`)")
+    forced = override()
+    if forced is not None:
+        if forced not in PRECISIONS:
+            raise ConfigError(f"{PRECISION_ENV}={short_repr(forced)}: expected one of {', '.join(PRECISIONS)} "
+                              f"(`relbench run --precision`); unset it to use the tasks file's precision.")
+        for task in tasks:
+            task.precision = forced
     smoke = suite_raw.get("smoke", False)
     _expect(smoke, bool, swhere.child("smoke", suite_raw), "true or false")
     return Suite(file=path, tasks=tasks, output=_dir("output", "results"),

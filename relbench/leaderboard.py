@@ -177,17 +177,19 @@ def _values(df: pd.DataFrame, column: str) -> list[str]:
 
 def provenance(df: pd.DataFrame) -> str:
     """Where a page's numbers came from: commands, relbench version and revision,
-    device, environment, date of the last run, seeds, and every plugin package."""
+    device, precision (:mod:`relbench.precision`), environment, date of the last run, seeds, and every plugin package."""
     runs = _values(df, "run")
     date = runs[-1][:8] if runs else "?"
     date = f"{date[:4]}-{date[4:6]}-{date[6:8]}" if len(date) == 8 else date
     git = ", ".join(_values(df, "git"))
     envs = _values(df, "environment")
     env = f" ({'; '.join(envs)})" if envs else ""
+    precisions = _values(df, "precision") if "precision" in df else []
+    at = f" at {', '.join(precisions)}" if precisions else ""
     seeds = sorted(int(s) for s in pd.unique(df["seed"].dropna()))
     packages = sorted({p for ps in df.get("packages", pd.Series(dtype=object)).dropna() for p in ps})
     return (f"Produced by `{'`, `'.join(_values(df, 'command'))}` with relbench {', '.join(_values(df, 'relbench'))}"
-            f"{f' (git {git})' if git else ''} on {', '.join(_values(df, 'device')) or '?'}{env}, last run {date}; "
+            f"{f' (git {git})' if git else ''} on {', '.join(_values(df, 'device')) or '?'}{at}{env}, last run {date}; "
             f"seeds {seeds}. Plugins from: {', '.join(packages) or '?'}. Only results of the current tasks file are "
             f"shown. {GENERATED}\n")
 

@@ -15,13 +15,20 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where autocast is used: the command line reads this module without it
+    import torch
 
 #: the precisions a task may run at, the first the default
 PRECISIONS = ("fp32", "bf16")
 DEFAULT = PRECISIONS[0]
+
+#: set by ``relbench run --precision P`` (and inherited by its worker processes): every
+#: task of the suite runs at P, whatever its tasks file says
+PRECISION_ENV = "RELBENCH_PRECISION"
 
 _current: contextvars.ContextVar[str] = contextvars.ContextVar("relbench_precision", default=DEFAULT)
 
@@ -46,5 +53,12 @@ def running_at(precision: str) -> Iterator[None]:
 def autocast(device: torch.device | str) -> torch.autocast:
     """``torch.autocast`` on ``device`` with bfloat16, enabled only when the current
     precision is ``bf16``: wrap a plugin's heavy loop in it to run at the task's precision."""
+    import torch
+
     kind = torch.device(device).type
     return torch.autocast(kind, dtype=torch.bfloat16, enabled=current() == "bf16")
+
+
+def override() -> str | None:
+    """The precision ``--precision`` (:data:`PRECISION_ENV`) imposes on every task, or None."""
+    return os.environ.get(PRECISION_ENV) or None

@@ -74,8 +74,8 @@ SHARDS_PER_CPU = 4
 #: times Ray reruns a Ray task whose worker process or node died
 RETRIES = 3
 #: environment variables a worker takes from the driver: plugin selection and caches
-FORWARDED_ENV = ("RELBENCH_PLUGINS", "RELBENCH_DISABLE_PLUGINS", "RELBENCH_CACHE_DIR", "HF_HUB_OFFLINE",
-                 "TRANSFORMERS_OFFLINE", "HF_HOME")
+FORWARDED_ENV = ("RELBENCH_PLUGINS", "RELBENCH_DISABLE_PLUGINS", "RELBENCH_CACHE_DIR", "RELBENCH_PRECISION",
+                 "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME")
 
 
 @dataclass(frozen=True)

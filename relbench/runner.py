@@ -47,6 +47,7 @@ from relbench.interfaces import (
     progress_bar,
 )
 from relbench.plugins import Registry
+from relbench.precision import running_at
 from relbench.progress import SuiteBar
 from relbench.protocol import Draw, draw
 from relbench.results import ResultStore, TaskLines, environment, git_revision
@@ -217,6 +218,7 @@ class TaskRun:
                 "metrics": {m.label: m.identity() for m in t.metrics},
                 "num_anchors": t.num_anchors,
                 "evaluation_protocol": t.protocol.identity(),
+                "precision": t.precision,
             }
         return self._task_inputs
 
@@ -708,6 +710,7 @@ class TaskRun:
         with its direction, and where it came from."""
         return flat_row(self.task, self.kind, r, unit.display, unit.inputs) | {
             "relbench": __version__, "git": git_revision(), "device": str(self.device),
+            "precision": self.task.precision,
             "environment": environment(), "seconds": seconds, "command": self.runner.command}
 
     # -------------------------------------------------------------- presentation
@@ -892,7 +895,8 @@ class Runner:
         self.say(f"== task {task.name} ({task.kind.label}): {len(todo)} of {len(plan.units)} units to compute ==")
         self.bar.task(task.name)
         try:
-            task_run.kind.run(task_run)
+            with running_at(task.precision):
+                task_run.kind.run(task_run)
         except (KeyboardInterrupt, OutputNotWritable):  # a full disk ends the run: nothing more can be stored
             raise
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failing task is data; the next task runs
