@@ -240,3 +240,29 @@ def test_l1_gradient_and_refusals_as_cdist():
             _l1_reference(X2, A2)
         with pytest.raises(RuntimeError):
             L1().project(X2, A2)
+
+
+def test_l1_blocks_run_on_one_thread_and_restore_the_setting():
+    from relbench_relreps.similarities import l1_distances
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = []
+        original = torch.sum
+
+        def spy(*args, **kwargs):
+            seen.append(torch.get_num_threads())
+            return original(*args, **kwargs)
+
+        torch.sum = spy
+        try:
+            X, A = torch.randn(50, 16), torch.randn(7, 16)
+            out = l1_distances(X, A)
+        finally:
+            torch.sum = original
+        assert seen and set(seen) == {1}
+        assert torch.get_num_threads() == 2
+        torch.testing.assert_close(out, torch.cdist(X, A, p=1.0))
+    finally:
+        torch.set_num_threads(before)

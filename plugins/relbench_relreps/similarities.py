@@ -100,7 +100,10 @@ L1_ANCHORS = 64
 
 def l1_distances(X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
     """``n × k`` L1 distances ``‖x_i − a_j‖₁``: ``torch.cdist(X, A, p=1)`` up to float
-    rounding, and about 3× faster on the CPU (``benchmarks/l1_projection.py``).
+    rounding, and about 3× faster on the CPU on one thread (``benchmarks/l1_projection.py``),
+    which is also faster than ``cdist`` on two. It runs on one thread whatever the
+    process's setting: its blocks are too small for OpenMP, and a second thread on a
+    core another process uses made it several times slower than ``cdist``.
 
     ``cdist`` sums each pair's differences in one dependent chain; this sums blocks of
     at most :data:`L1_BLOCK` differences (``rows × anchors × d``, never ``n × k × d``)
@@ -110,6 +113,16 @@ def l1_distances(X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
     """
     if (torch.is_grad_enabled() and (X.requires_grad or A.requires_grad)) or not _blockwise(X, A):
         return torch.cdist(X, A, p=1.0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # blocks this small lose to OpenMP's barriers, badly on a shared core
+    try:
+        return _l1_blocks(X, A)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _l1_blocks(X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+    """The block loop of :func:`l1_distances` (on the calling thread)."""
     (n, d), k = X.shape, len(A)
     anchors = max(1, min(k, L1_ANCHORS, L1_BLOCK // max(d, 1)))
     rows = max(1, min(n, L1_BLOCK // (anchors * max(d, 1))))
@@ -144,6 +157,7 @@ class L1(Similarity):
     """
 
     name: ClassVar[str] = "l1"
+    version: ClassVar[str] = "2"  # blockwise sums: cdist's values up to float rounding
 
     def project(self, X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
         """``n × k`` negative L1 distances."""
@@ -180,6 +194,7 @@ class Concat(Similarity):
     """
 
     name: ClassVar[str] = "concat"
+    version: ClassVar[str] = "2"  # its l1 part sums blocks (L1 version 2)
     parts: list[str] = field(default_factory=lambda: ["cosine", "euclidean", "l1", "angular"])
     standardise: bool = True
 
