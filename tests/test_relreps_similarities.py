@@ -1,5 +1,6 @@
 """Relative projections: the invariance table, concatenation and vector quantisation."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -266,3 +267,38 @@ def test_l1_blocks_run_on_one_thread_and_restore_the_setting():
         torch.testing.assert_close(out, torch.cdist(X, A, p=1.0))
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("linkage", ["average", "complete", "single", "ward"])
+def test_vq_tree_cuts_equal_a_fresh_clustering_at_each_threshold(linkage):
+    from scipy.spatial.distance import pdist
+    from sklearn.cluster import AgglomerativeClustering
+    from sklearn.metrics import adjusted_rand_score
+
+    from relbench_relreps.vq import Dendrogram
+
+    rows = np.random.default_rng(0).normal(size=(300, 12))
+    tree = Dendrogram(rows, linkage)
+    for q in (0.05, 0.1, 0.2, 0.5):
+        t = float(np.quantile(pdist(rows), q))
+        expected = AgglomerativeClustering(n_clusters=None, distance_threshold=t, linkage=linkage).fit_predict(rows)
+        got = tree.cut(t)
+        assert adjusted_rand_score(expected, got) == 1.0 and got.max() + 1 == len(set(expected))
+
+
+def test_vq_candidates_share_one_tree_per_bank(monkeypatch):
+    from relbench_relreps import vq
+
+    built = []
+    original = vq.Dendrogram.__init__
+    monkeypatch.setattr(vq.Dendrogram, "__init__", lambda self, *a: built.append(1) or original(self, *a))
+    vq._TREES.clear()
+    X = torch.randn(200, 8, generator=torch.Generator().manual_seed(3))
+    sizes = []
+    for q in VQCosine.tunable["threshold_quantile"].values:
+        sim = VQCosine(threshold_quantile=q)
+        sim.fit(X)
+        sizes.append(sim.num_centroids)
+    assert len(built) == 1 and len(set(sizes)) == 3
+    VQCosine().fit(X + 1.0)  # other rows: another tree
+    assert len(built) == 2
