@@ -1,5 +1,6 @@
 """Relative projections: the invariance table, concatenation and vector quantisation."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -186,3 +187,118 @@ def test_every_builtin_similarity_declares_whether_a_row_depends_on_the_other_ro
         depends = not torch.allclose(alone, among, atol=1e-9)
         assert sim.transductive() == depends, (sim.name, sim.params())
     assert RobustCosine(statistics="batch").inductive_alternative() == "statistics: train"
+
+
+def _l1_reference(X, A):
+    return -torch.cdist(X, A, p=1.0)
+
+
+def test_l1_matches_cdist_on_real_width_data():
+    g = torch.Generator().manual_seed(0)
+    X, A = torch.randn(301, 1280, generator=g), torch.randn(100, 1280, generator=g)  # partial blocks both ways
+    torch.testing.assert_close(L1().project(X, A), _l1_reference(X, A), rtol=1e-5, atol=0)
+    ints = torch.randint(-8, 9, (401, 1280), generator=g).float()  # every sum exact in float32
+    assert torch.equal(L1().project(ints[:301], ints[301:]), _l1_reference(ints[:301], ints[301:]))
+
+
+@pytest.mark.parametrize("n, k, d, dtype", [(1, 5, 7, torch.float32), (9, 1, 7, torch.float32),
+                                            (0, 5, 7, torch.float32), (9, 0, 7, torch.float32),
+                                            (9, 5, 0, torch.float32), (70, 130, 33, torch.float64)],
+                         ids=["one-row", "one-anchor", "no-rows", "no-anchors", "no-dims", "float64"])
+def test_l1_edge_cases_as_cdist(n, k, d, dtype):
+    g = torch.Generator().manual_seed(1)
+    X, A = torch.randn(n, d, generator=g, dtype=dtype), torch.randn(k, d, generator=g, dtype=dtype)
+    rel = L1().project(X, A)
+    assert rel.shape == (n, k) and rel.dtype == dtype
+    torch.testing.assert_close(rel, _l1_reference(X, A), rtol=1e-12 if dtype == torch.float64 else 1e-5, atol=0)
+
+
+def test_l1_in_small_blocks_matches_cdist(monkeypatch):
+    """Blocks smaller than a row pair, than the anchors, and than the rows: same values."""
+    from relbench_relreps import similarities
+
+    g = torch.Generator().manual_seed(2)
+    X, A = torch.randint(-8, 9, (23, 40), generator=g).double(), torch.randint(-8, 9, (11, 40), generator=g).double()
+    for block in (7, 100, 1000):
+        monkeypatch.setattr(similarities, "L1_BLOCK", block)
+        assert torch.equal(L1().project(X, A), _l1_reference(X, A)), block
+    monkeypatch.setattr(similarities, "L1_ANCHORS", 3)
+    assert torch.equal(L1().project(X[:, ::2], A[:, ::2]), _l1_reference(X[:, ::2], A[:, ::2]))  # strided input
+
+
+def test_l1_gradient_and_refusals_as_cdist():
+    g = torch.Generator().manual_seed(3)
+    X, A = torch.randn(20, 6, generator=g, requires_grad=True), torch.randn(4, 6, generator=g)
+    L1().project(X, A).sum().backward()
+    grad, X.grad = X.grad, None
+    _l1_reference(X, A).sum().backward()
+    torch.testing.assert_close(grad, X.grad)
+    with torch.no_grad():
+        torch.testing.assert_close(L1().project(X, A), _l1_reference(X, A), rtol=1e-6, atol=0)
+    for X2, A2 in ((torch.randn(3, 6), torch.randn(4, 5)), (torch.randn(3, 6), torch.randn(4, 6).double()),
+                   (torch.ones(3, 6, dtype=torch.long), torch.ones(4, 6, dtype=torch.long))):
+        with pytest.raises(RuntimeError):
+            _l1_reference(X2, A2)
+        with pytest.raises(RuntimeError):
+            L1().project(X2, A2)
+
+
+def test_l1_blocks_run_on_one_thread_and_restore_the_setting():
+    from relbench_relreps.similarities import l1_distances
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = []
+        original = torch.sum
+
+        def spy(*args, **kwargs):
+            seen.append(torch.get_num_threads())
+            return original(*args, **kwargs)
+
+        torch.sum = spy
+        try:
+            X, A = torch.randn(50, 16), torch.randn(7, 16)
+            out = l1_distances(X, A)
+        finally:
+            torch.sum = original
+        assert seen and set(seen) == {1}
+        assert torch.get_num_threads() == 2
+        torch.testing.assert_close(out, torch.cdist(X, A, p=1.0))
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("linkage", ["average", "complete", "single", "ward"])
+def test_vq_tree_cuts_equal_a_fresh_clustering_at_each_threshold(linkage):
+    from scipy.spatial.distance import pdist
+    from sklearn.cluster import AgglomerativeClustering
+    from sklearn.metrics import adjusted_rand_score
+
+    from relbench_relreps.vq import Dendrogram
+
+    rows = np.random.default_rng(0).normal(size=(300, 12))
+    tree = Dendrogram(rows, linkage)
+    for q in (0.05, 0.1, 0.2, 0.5):
+        t = float(np.quantile(pdist(rows), q))
+        expected = AgglomerativeClustering(n_clusters=None, distance_threshold=t, linkage=linkage).fit_predict(rows)
+        got = tree.cut(t)
+        assert adjusted_rand_score(expected, got) == 1.0 and got.max() + 1 == len(set(expected))
+
+
+def test_vq_candidates_share_one_tree_per_bank(monkeypatch):
+    from relbench_relreps import vq
+
+    built = []
+    original = vq.Dendrogram.__init__
+    monkeypatch.setattr(vq.Dendrogram, "__init__", lambda self, *a: built.append(1) or original(self, *a))
+    vq._TREES.clear()
+    X = torch.randn(200, 8, generator=torch.Generator().manual_seed(3))
+    sizes = []
+    for q in VQCosine.tunable["threshold_quantile"].values:
+        sim = VQCosine(threshold_quantile=q)
+        sim.fit(X)
+        sizes.append(sim.num_centroids)
+    assert len(built) == 1 and len(set(sizes)) == 3
+    VQCosine().fit(X + 1.0)  # other rows: another tree
+    assert len(built) == 2

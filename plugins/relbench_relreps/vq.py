@@ -5,11 +5,57 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+import collections
+import hashlib
+
 import numpy as np
 import torch
 from torch.nn import functional as F
 
 from relbench.interfaces import Similarity, Tunable
+
+
+class Dendrogram:
+    """The full agglomerative tree of some rows, cut at any distance threshold.
+
+    One tree serves every threshold: the candidates of ``threshold_quantile`` that
+    validation tuning tries, and the final fit, cut the same tree instead of clustering
+    the bank again (the clustering is deterministic, so this changes no label)."""
+
+    def __init__(self, rows: np.ndarray, linkage: str):
+        from scipy.cluster.hierarchy import linkage as build
+        from scipy.spatial.distance import pdist
+
+        #: the condensed pairwise Euclidean distances (what the threshold's quantile reads)
+        self.distances = pdist(rows)
+        self.tree = build(rows, method="ward") if linkage == "ward" else build(self.distances, method=linkage)
+
+    def cut(self, threshold: float) -> np.ndarray:
+        """Cluster labels ``0 … c−1`` when merges at a height ≥ ``threshold`` are undone:
+        ``AgglomerativeClustering(distance_threshold=threshold)``'s clusters, up to renaming."""
+        from scipy.cluster.hierarchy import fcluster
+
+        raw = fcluster(self.tree, np.nextafter(threshold, -np.inf), criterion="distance")
+        return np.unique(raw, return_inverse=True)[1]
+
+
+#: the trees of the last fits, by a digest of their rows and the linkage
+_TREES: collections.OrderedDict[tuple[str, str], Dendrogram] = collections.OrderedDict()
+#: how many trees are kept: the banks of a unit (each at most 2,000 rows: 16 MB of distances)
+TREES_KEPT = 8
+
+
+def dendrogram(rows: np.ndarray, linkage: str) -> Dendrogram:
+    """The :class:`Dendrogram` of ``rows``, shared by every fit of the same rows and
+    linkage in this process (the last :data:`TREES_KEPT` kept)."""
+    key = (hashlib.sha256(np.ascontiguousarray(rows).tobytes()).hexdigest() + str(rows.shape), linkage)
+    if key in _TREES:
+        _TREES.move_to_end(key)
+    else:
+        _TREES[key] = Dendrogram(rows, linkage)
+        while len(_TREES) > TREES_KEPT:
+            _TREES.popitem(last=False)
+    return _TREES[key]
 
 
 @dataclass
@@ -58,7 +104,7 @@ class VQCosine(Similarity):
     """
 
     name: ClassVar[str] = "vq-cosine"
-    version: ClassVar[str] = "2"
+    version: ClassVar[str] = "3"  # one scipy tree per bank, cut per threshold (same clusters as before)
     tunable: ClassVar[dict[str, Tunable]] = {
         "threshold_quantile": Tunable(values=(0.1, 0.05, 0.2),
                                       relative_to="quantile of the pairwise distances between the bank's clustered "
@@ -84,9 +130,6 @@ class VQCosine(Similarity):
 
     def fit(self, X: torch.Tensor) -> None:
         """Cluster (a seeded subsample of) the bank at the measured threshold and keep the cluster means."""
-        from scipy.spatial.distance import pdist
-        from sklearn.cluster import AgglomerativeClustering
-
         Z = self._prep(X.detach().float())
         if len(Z) > self.max_fit_samples:
             g = torch.Generator().manual_seed(self.seed)
@@ -94,10 +137,9 @@ class VQCosine(Similarity):
         if len(Z) < 2:
             self._centroids = Z.clone()
             return
-        rows = Z.cpu().double().numpy()
-        self.threshold = float(np.quantile(pdist(rows), self.threshold_quantile))
-        labels = AgglomerativeClustering(n_clusters=None, distance_threshold=self.threshold,
-                                         linkage=self.linkage).fit_predict(rows)
+        tree = dendrogram(Z.cpu().double().numpy(), self.linkage)
+        self.threshold = float(np.quantile(tree.distances, self.threshold_quantile))
+        labels = tree.cut(self.threshold)
         ids = torch.as_tensor(labels, device=Z.device)
         n_clusters = int(np.max(labels)) + 1
         sums = torch.zeros(n_clusters, Z.shape[1], device=Z.device, dtype=Z.dtype).index_add_(0, ids, Z)
