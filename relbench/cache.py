@@ -12,10 +12,15 @@ and recomputed. An entry this user may not read belongs to someone else in a sha
 cache: it is reported and left in place. Files are created like ``open`` creates them
 (mode 0666 less the umask), so entries in a shared cache stay readable to the others
 the umask allows.
+
+:class:`ArtefactCache` keeps other tensors computed from the banks the same way, under
+``root/anchors`` (learned anchors, :func:`relbench.sharing.learned_anchors`), with a lock
+per entry so that processes sharing the cache compute an entry once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -24,6 +29,7 @@ import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -32,6 +38,11 @@ from safetensors.torch import load, save
 
 from relbench.errors import OutputNotWritable, UserError
 from relbench.rows import brief
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: processes sharing a cache are not coordinated
+    fcntl = None
 
 CACHE_ENV = "RELBENCH_CACHE_DIR"
 #: metadata fields the cache writes itself; an identity may not use them
@@ -131,9 +142,14 @@ def describe(meta: dict) -> str:
 class EmbeddingCache:
     """Embeddings on disk under ``root/embeddings``."""
 
+    #: the folder under ``root`` that holds the entries
+    folder = "embeddings"
+    #: the dtype :meth:`put` stores a tensor in; None: its own
+    dtype: torch.dtype | None = torch.float32
+
     def __init__(self, root: Path | None = None):
         self.root = Path(root or default_cache_root())
-        self.dir = self.root / "embeddings"
+        self.dir = self.root / self.folder
         #: messages about entries found corrupt (shown by the runner)
         self.warnings: list[str] = []
         #: entries held in memory only, consulted before the disk (:meth:`hold`)
@@ -219,7 +235,7 @@ class EmbeddingCache:
                 self.warnings.append(f"could not remove {path} ({exc.strerror})")
 
     def put(self, key: str, X: torch.Tensor, identity: dict) -> None:
-        """Store ``X`` (moved to CPU, contiguous float32) with its identity (and any extra fields).
+        """Store ``X`` (moved to CPU, contiguous, in :attr:`dtype`) with its identity (and any extra fields).
 
         An entry this user may not replace (another user's file in a shared folder) is
         left as it is, with a warning; ``X`` then stays uncached, as it does when the
@@ -229,7 +245,7 @@ class EmbeddingCache:
             raise ValueError(f"identity fields {sorted(RESERVED_FIELDS & identity.keys())} are reserved for the "
                              f"cache's own metadata")
         tensor_path, meta_path = self._paths(key)
-        data = save({"embeddings": X.detach().to("cpu", torch.float32).contiguous()})
+        data = save({"embeddings": X.detach().to("cpu", self.dtype or X.dtype).contiguous()})
         meta = {**identity, "key": key, "sha256": hashlib.sha256(data).hexdigest(), "shape": list(X.shape),
                 "created": time.time()}
         try:
@@ -268,3 +284,44 @@ class EmbeddingCache:
         if self.dir.exists():
             shutil.rmtree(self.dir)
         return n
+
+
+class ArtefactCache(EmbeddingCache):
+    """Tensors computed from the banks (learned anchors), under ``root/anchors``: the
+    embedding cache's entries, checks and atomic writes, in the tensor's own dtype, plus
+    a lock per entry (:meth:`lock`)."""
+
+    folder = "anchors"
+    dtype = None
+
+    def set_aside(self, key: str, why: str) -> None:
+        """Report entry ``key`` as unusable (``why``) and remove it: a caller that finds
+        its content malformed recomputes it."""
+        self._set_aside(key, why)
+
+    @contextlib.contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """Hold entry ``key``'s lock for the block, waiting while another process holds
+        it: an ``flock`` on ``.locks/<key>.lock`` in this cache's folder, which the system
+        releases when its holder ends, however it ends (a lock is never stale). Where
+        ``fcntl`` is missing (Windows) or the lock file cannot be made (a read-only
+        cache), the block runs without it."""
+        fd = None
+        if fcntl is not None:
+            try:
+                folder = self.dir / ".locks"
+                folder.mkdir(parents=True, exist_ok=True)
+                fd = os.open(folder / f"{key}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError as exc:
+                self.warnings.append(f"cache entry {key} could not be locked ({exc.strerror}); computing it "
+                                     f"without waiting for other processes")
+                if fd is not None:
+                    os.close(fd)
+                fd = None
+        try:
+            yield
+        finally:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)

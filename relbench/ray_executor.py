@@ -18,9 +18,13 @@ hands the work still to do to Ray in two kinds of Ray task:
   unit come back the same way.
 
 Why shards and not single units: the units of one seed share work that is computed once
-per process (the head fits of :mod:`relbench.sharing`, anchors learned from the banks,
-relative features); a shard keeps that sharing inside one worker while spreading a task
-over the whole cluster. :data:`SHARDS_PER_CPU` sets how finely.
+per process (the head fits of :mod:`relbench.sharing`, relative features); a shard keeps
+that sharing inside one worker while spreading a task over the whole cluster.
+:data:`SHARDS_PER_CPU` sets how finely. Anchors learned from the banks (PARAM, fps),
+which the shards of a seed all need, are learned once per cache folder instead
+(:func:`relbench.sharing.learned_anchors`): the first worker learns a recipe under a lock
+on its cache entry, the others wait and read it; on nodes without a shared file system,
+once per node.
 
 Faults: a Ray task whose worker process or node dies is retried by Ray (:data:`RETRIES`
 times), then reported as lost; nothing of it is stored, so the next run computes it. An

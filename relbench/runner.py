@@ -51,7 +51,7 @@ from relbench.precision import running_at
 from relbench.progress import SuiteBar
 from relbench.protocol import Draw, draw
 from relbench.results import ResultStore, TaskLines, environment, git_revision
-from relbench.sharing import SharedWork
+from relbench.sharing import SharedWork, learned_anchors
 from relbench.training import NonFinite
 from relbench.rows import TASK_ERROR, display_key, flat_row
 
@@ -629,7 +629,7 @@ class TaskRun:
     def anchors(self, seed: int, selector: PluginSpec, excluded: frozenset[str] = frozenset(),
                 similarity: PluginSpec | None = None) -> Anchors:
         """The anchor recipe for (seed, selector, held-out encoders), computed once, drawn
-        from the seed's fit part. ``similarity`` (the grid entry the anchors serve)
+        from the seed's fit part (learned ones once per cache folder: :func:`learned_anchors`). ``similarity`` (the grid entry the anchors serve)
         reaches only selectors that learn from the banks (PARAM's whitening)."""
         sel = selector.build()
         if sel.learns_from_banks and not excluded:
@@ -651,7 +651,8 @@ class TaskRun:
                 banks={k: v for k, v in train.items() if k not in excluded}, excluded=excluded,
                 device=self.device, views={e.label: self.encoder_view(e.label) for e in self.task.encoders},
                 pool_banks=self.pool_banks, similarity=similarity.build() if similarity else None)
-            self._anchors[key] = sel.select(ctx)
+            self._anchors[key] = learned_anchors(self, sel, ctx, selector, similarity) if sel.learns_from_banks \
+                else sel.select(ctx)
         return self._anchors[key]
 
     def realise(self, anchors: Anchors, label: str) -> torch.Tensor:

@@ -4,6 +4,7 @@ installed (`pip install 'relbench[ray]'`); the rest of the suite never needs it.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -422,3 +423,61 @@ def test_a_cluster_that_refuses_the_token_is_a_user_error_saying_what_to_set(inl
     err = capsys.readouterr().err
     assert "refused this process: it uses token authentication" in err and "Traceback" not in err
     assert "RAY_AUTH_MODE=token" in err and "RAY_AUTH_MODE=disabled" in err
+
+
+def _spy_tasks(log: Path, sleep: float = 0.0) -> str:
+    """The learned-anchors toy task, its selector logging every call to ``log``, with two
+    relative stitchers: each recipe serves units of both, far apart in the plan, which
+    shards separate whatever the number of CPUs."""
+    from test_core_learned_anchors import learned_tasks
+
+    relative = "{name: relative, params: {epochs: 2}}"
+    return learned_tasks(f"[{{name: toy-spy, params: {{log: '{log}', sleep: {sleep}}}}}]").replace(
+        f"[{relative}]", f"[{relative}, {{name: relative, label: relative-3, params: {{epochs: 3}}}}]")
+
+
+def _calls(log: Path) -> list[tuple]:
+    return sorted((seed, *held) for seed, held in map(json.loads, log.read_text().splitlines()))
+
+
+#: every (seed, held-out encoder) recipe of :func:`_spy_tasks`, once
+RECIPES = [(seed, h) for seed in (0, 1) for h in "abc"]
+
+
+def test_shards_of_one_seed_learn_its_anchors_once(inline_ray, tmp_path, monkeypatch):
+    """A seed's units cut into shards: each shard's worker asked for the seed's learned
+    anchors again (12 recipes learned where a local run learns 6, on one CPU); now the first learns
+    them, the others read them, and the rows are a local run's."""
+    from test_core_learned_anchors import rows
+
+    log = tmp_path / "calls.txt"
+    (tmp_path / "tasks.yaml").write_text(_spy_tasks(log))
+    assert _run_ray() == 0
+    assert _calls(log) == RECIPES
+    log.unlink()
+    monkeypatch.setenv("RELBENCH_CACHE_DIR", str(tmp_path / "local-cache"))
+    from relbench import cli
+
+    assert cli.main(["run", "tasks.yaml", "-q", "--no-leaderboard", "--output", "local"]) == 0
+    assert _calls(log) == RECIPES
+    assert rows(tmp_path / "results") == rows(tmp_path / "local")
+
+
+def test_ray_workers_learn_each_recipe_once(tmp_path):
+    """Ray workers on a local Ray instance (one a CPU), each asking for the recipes of
+    the seed it computes: each is learned once in the cluster, and the rows are a local
+    run's."""
+    pytest.importorskip("ray")
+    from test_core_learned_anchors import rows
+
+    log = tmp_path / "calls.txt"
+    (tmp_path / "tasks.yaml").write_text(_spy_tasks(log, sleep=0.3))
+    env = _env(tmp_path)
+    ray_run = _relbench(tmp_path, "--executor", "ray", "--no-leaderboard", env=env)
+    assert ray_run.returncode == 0, ray_run.stderr
+    assert _calls(log) == RECIPES
+    log.unlink()
+    local = _relbench(tmp_path, "--output", "local", "--no-leaderboard",
+                      env={**env, "RELBENCH_CACHE_DIR": str(tmp_path / "local-cache")})
+    assert local.returncode == 0, local.stderr
+    assert _calls(log) == RECIPES and rows(tmp_path / "results") == rows(tmp_path / "local")

@@ -4,6 +4,8 @@ orthogonal maps (so relative representations can stitch them and absolute ones c
 from __future__ import annotations
 
 import hashlib
+import json
+import time
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -86,14 +88,22 @@ class Rotated(Encoder):
 @dataclass
 class SpySelector(AnchorSelector):
     """Random anchors from a selector that claims to learn from the banks, recording
-    which banks and held-out encoders every call was given (a test fixture)."""
+    which banks and held-out encoders every call was given (a test fixture): in
+    ``calls``, and as a line of file ``log`` when set (calls in other processes); each
+    call takes ``sleep`` seconds at least."""
 
     name: ClassVar[str] = "toy-spy"
     learns_from_banks: ClassVar[bool] = True
     calls: ClassVar[list] = []
+    log: str = ""
+    sleep: float = 0.0
 
     def select(self, ctx: AnchorContext) -> Anchors:
         SpySelector.calls.append((ctx.seed, sorted(ctx.banks), sorted(ctx.excluded)))
+        if self.log:
+            with open(self.log, "a") as fh:
+                fh.write(json.dumps([ctx.seed, sorted(ctx.excluded)]) + "\n")
+        time.sleep(self.sleep)
         order = np.random.default_rng(ctx.seed).permutation(len(ctx.ids))[: ctx.num_anchors]
         return Anchors(ids=[ctx.ids[i] for i in order])
 
