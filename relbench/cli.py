@@ -144,7 +144,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="export the results of a `relbench run --precision P` (default: the tasks file's)")
     export.add_argument("--all", action="store_true", help="every stored line, older identities included (history)")
 
-    cache = sub.add_parser("cache", help="list or clear the embedding cache",
+    cache = sub.add_parser("cache", help="list or clear the embedding cache and the learned anchors",
                            description="The embedding cache lives in $RELBENCH_CACHE_DIR or ~/.cache/relbench.")
     cache.add_argument("action", choices=["ls", "clear"], help="ls: list entries; clear: delete all entries")
     cache.add_argument("--dir", type=Path, help="cache folder (default $RELBENCH_CACHE_DIR or ~/.cache/relbench)")
@@ -449,17 +449,19 @@ def _cmd_export(args, registry) -> int:
 
 
 def _cmd_cache(args) -> int:
-    from relbench.cache import EmbeddingCache, describe
+    from relbench.cache import ArtefactCache, EmbeddingCache, describe
 
-    cache = EmbeddingCache(args.dir)
+    caches = (EmbeddingCache(args.dir), ArtefactCache(args.dir))  # embeddings, then learned anchors
     if args.action == "clear":
-        print(f"removed {cache.clear()} entries from {cache.dir}")
+        for cache in caches:
+            print(f"removed {cache.clear()} entries from {cache.dir}")
         return EXIT_OK
-    entries = cache.entries()
-    for e in entries:
-        print(describe(e))
-    total = sum(e["bytes"] for e in entries) / 1e6
-    print(f"{len(entries)} entries, {total:.1f} MB in {cache.dir}")
+    for cache in caches:
+        entries = cache.entries()
+        for e in entries:
+            print(describe(e))
+        total = sum(e["bytes"] for e in entries) / 1e6
+        print(f"{len(entries)} entries, {total:.1f} MB in {cache.dir}")
     return EXIT_OK
 
 

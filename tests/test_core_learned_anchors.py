@@ -133,3 +133,15 @@ def test_two_processes_sharing_a_cache_learn_each_recipe_once(registry, write_ya
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert sorted((seed, *held) for seed, held in calls) == [(seed, h) for seed in (0, 1) for h in "abc"]
     assert rows(tmp_path / "one") == rows(tmp_path / "two")
+
+
+def test_cache_ls_and_clear_cover_the_learned_anchors(registry, cli_main, write_yaml, tmp_path, capsys):
+    path = write_yaml(learned_tasks(PARAM_AND_FPS, "{name: stitching, params: {protocol: held-out}}"))
+    run(registry, path)
+    capsys.readouterr()
+    assert cli_main(["cache", "ls"]) == 0
+    out = capsys.readouterr().out
+    assert "12 entries" in out and str(tmp_path / "cache" / "anchors") in out
+    assert cli_main(["cache", "clear"]) == 0
+    assert "removed 12 entries from " + str(tmp_path / "cache" / "anchors") in capsys.readouterr().out
+    assert not list((tmp_path / "cache" / "anchors").glob("*.json"))
