@@ -4,13 +4,15 @@ regularizers join the loss (the reference head and its per-modality settings liv
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
+from relbench import precision
 from relbench.interfaces import Regularizer, RegularizerBatch, Similarity
 from relbench.training import NonFinite, HeadSettings, finish_training, minibatches, seeded_generator, train_loop
 
@@ -47,6 +49,28 @@ class Adapter(nn.Module):
         """``‖W − I‖²_F + ‖b‖²``: the squared distance of the map's parameters from the identity's."""
         W, b = self.linear.weight, self.linear.bias
         return (W - torch.eye(len(W), device=W.device, dtype=W.dtype)).pow(2).sum() + b.pow(2).sum()
+
+    @contextlib.contextmanager
+    def decaying(self, weight: float) -> Iterator[None]:
+        """While open, every backward pass that reaches the adapter adds the gradient of
+        ``weight · penalty()``, ``2·weight·(W − I)`` and ``2·weight·b``, to the
+        parameters' gradients, in place once they are accumulated: the same update as
+        adding the penalty to the loss, without building ``W − I`` and its backward
+        (two ``d × d`` temporaries) at every step."""
+        def decay_weight(W: torch.Tensor) -> None:
+            W.grad.add_(W.detach(), alpha=2 * weight)
+            W.grad.diagonal().sub_(2 * weight)
+
+        def decay_bias(b: torch.Tensor) -> None:
+            b.grad.add_(b.detach(), alpha=2 * weight)
+
+        handles = [self.linear.weight.register_post_accumulate_grad_hook(decay_weight),
+                   self.linear.bias.register_post_accumulate_grad_hook(decay_bias)]
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
 
     @torch.no_grad()
     def drift(self) -> float:
@@ -101,9 +125,18 @@ def train_relative_with_regularizers(
     asks wins). With an adapter the similarity is a private copy refitted on the adapted
     training bank at the start of every epoch and once more at the end, so per-bank
     statistics (robust cosine, vq-cosine) follow the adapter as a BatchNorm's running
-    statistics would. At the end the head's normalisation statistics are fixed on the
-    final relative training features (:func:`relbench.training.finish_training` with
-    ``evaluation``).
+    statistics would (a similarity without per-bank statistics, whose ``fit`` is the
+    interface's no-op, is not refitted: the adapted bank would be computed for nothing).
+    At the end the head's normalisation statistics are fixed on the final relative
+    training features (:func:`relbench.training.finish_training` with ``evaluation``).
+
+    Each step sends the batch's rows and the anchors through the adapter in one matrix
+    product (one pass over ``W`` forwards and one backwards instead of two), and the
+    adapter's decay enters as its gradient, added in place after each backward
+    (:meth:`Adapter.decaying`). The steps (adapter, projection, head, regularizers) run
+    at the task's precision (:func:`relbench.precision.autocast`: bfloat16 matrix
+    products under ``bf16``, nothing changes under ``fp32``); the β calibration, the
+    refits and the final features stay fp32.
 
     A regularizer with a ``prepared(batches, steps)`` method gets the batches of the
     first epoch (at most :data:`CALIBRATION_BATCHES`, computed before any step, through
@@ -125,15 +158,22 @@ def train_relative_with_regularizers(
     balanced = next((r.batch_shape() for r in regularizers if r.batch_shape() is not None), None)
     y = y.to(device)
 
+    refits = adapter is not None and type(sim).fit is not Similarity.fit
+    rows = torch.cat([X, A]) if adapter is not None else None  # a batch's rows and the anchors, adapted together
+    anchor_rows = torch.arange(len(X), len(X) + len(A), device=device)
+
     def refit() -> None:
-        if adapter is not None:
+        if refits:
             with torch.no_grad():
                 sim.fit(adapter(X))
 
     def batch_of(idx: torch.Tensor) -> RegularizerBatch:
         idx = idx.to(device)
-        emb = adapter(X[idx]) if adapter is not None else X[idx]
-        rel = sim.project(emb, adapter(A) if adapter is not None else A)
+        if adapter is not None:
+            adapted = adapter(rows[torch.cat([idx, anchor_rows])])
+            emb, rel = adapted[:len(idx)], sim.project(adapted[:len(idx)], adapted[len(idx):])
+        else:
+            emb, rel = X[idx], sim.project(X[idx], A)
         fixed = {name: F[idx] for name, F in (partners or {}).items()}
         return RegularizerBatch(labels=y[idx], embeddings={encoder: emb}, relative={encoder: rel, **fixed},
                                 trained=encoder)
@@ -148,32 +188,34 @@ def train_relative_with_regularizers(
         regularizers = [r.prepared(shown, steps) for r in regularizers]
 
     def step_loss(idx: torch.Tensor) -> torch.Tensor:
-        batch = batch_of(idx)
-        loss = nn.functional.cross_entropy(head(batch.relative[encoder]), batch.labels)
-        if adapter is not None:
-            loss = loss + adapter_decay * adapter.penalty()
-        for reg in regularizers:
-            term = reg.loss(batch)
-            if not term.requires_grad:
-                raise ValueError(
-                    f"regularizer {reg.name!r} trains nothing for encoder {encoder!r}: its loss has no path to a "
-                    f"trainable parameter (the encoder is frozen, and "
-                    f"{'the terms it reads do not pass through the adapter' if adapter is not None else 'no adapter was inserted because no regularizer declares needs_adapter'}), "
-                    f"so it would add a constant and the row would silently report the unregularized decoder. Make "
-                    f"the regularizer act on the adapted embeddings or the relative features of the trained bank "
-                    f"(and declare needs_adapter), or drop it from the grid.")
-            if not torch.isfinite(term):
-                raise NonFinite(f"regularizer {reg.name!r} returned a non-finite loss ({float(term)}) for a training "
-                                f"batch of encoder {encoder!r}")
-            loss = loss + term
-        return loss
+        with precision.autocast(device):
+            batch = batch_of(idx)
+            loss = nn.functional.cross_entropy(head(batch.relative[encoder]), batch.labels)
+            return sum((_checked(reg, reg.loss(batch), adapter, encoder) for reg in regularizers), loss)
 
     head.train()
-    train_loop(params, len(X), step_loss, epochs=settings.epochs, lr=settings.lr, batch_size=settings.batch_size,
-               seed=seed, labels=y, balanced=balanced, on_epoch=refit)
+    with adapter.decaying(adapter_decay) if adapter is not None else contextlib.nullcontext():
+        train_loop(params, len(X), step_loss, epochs=settings.epochs, lr=settings.lr, batch_size=settings.batch_size,
+                   seed=seed, labels=y, balanced=balanced, on_epoch=refit)
     refit()
     if adapter is not None:
         adapter.eval()
     fitted = AdaptedRelative(adapter, sim, head, list(regularizers))
     finish_training(head, fitted.relative(X, A), evaluation)
     return fitted
+
+
+def _checked(reg: Regularizer, term: torch.Tensor, adapter: Adapter | None, encoder: str) -> torch.Tensor:
+    """A regularizer's loss for one batch, refused when it trains nothing or is not finite."""
+    if not term.requires_grad:
+        raise ValueError(
+            f"regularizer {reg.name!r} trains nothing for encoder {encoder!r}: its loss has no path to a "
+            f"trainable parameter (the encoder is frozen, and "
+            f"{'the terms it reads do not pass through the adapter' if adapter is not None else 'no adapter was inserted because no regularizer declares needs_adapter'}), "
+            f"so it would add a constant and the row would silently report the unregularized decoder. Make "
+            f"the regularizer act on the adapted embeddings or the relative features of the trained bank "
+            f"(and declare needs_adapter), or drop it from the grid.")
+    if not torch.isfinite(term):
+        raise NonFinite(f"regularizer {reg.name!r} returned a non-finite loss ({float(term)}) for a training "
+                        f"batch of encoder {encoder!r}")
+    return term

@@ -106,7 +106,7 @@ class Topological(Regularizer):
     """
 
     name: ClassVar[str] = "topological"
-    version: ClassVar[str] = "2"
+    version: ClassVar[str] = "3"  # 3: the adapter's training reorganised (one product, decay as its gradient)
     needs_adapter: ClassVar[bool] = True
     tunable: ClassVar[dict[str, Tunable]] = {
         "beta_quantile": Tunable(values=(0.5, 0.25, 0.75),
@@ -204,7 +204,11 @@ class Topological(Regularizer):
         return {f"beta_{place}": Diagnostic(beta, "neutral") for place, beta in (self._betas or {}).items()}
 
     def loss(self, batch: RegularizerBatch) -> torch.Tensor:
-        """The weighted densification loss of the batch (advances the λ schedule)."""
+        """The weighted densification loss of the batch (advances the λ schedule).
+
+        The death times are computed in float32 whatever the precision of the clouds
+        (under a ``bf16`` task the adapter's products arrive in bfloat16; the minimum
+        spanning tree and the edge lengths are not left to its 8-bit mantissa)."""
         if self._betas is None:
             raise RuntimeError("topological: β is not measured yet; train through the relative decoder (it calls "
                                "prepared()) or set absolute values with calibrated(beta_before, beta_after)")
@@ -215,7 +219,7 @@ class Topological(Regularizer):
         total = batch.labels.new_zeros((), dtype=torch.float32)
         for place, beta in self._betas.items():
             for cloud in _trained(batch, place):
-                total = total + self.weight(place) * densification_loss(cloud, batch.labels, beta)
+                total = total + self.weight(place) * densification_loss(cloud.float(), batch.labels, beta)
         return self.lam * factor * total
 
 
