@@ -49,6 +49,9 @@ class _BetweenBanks(Regularizer):
 
     needs_adapter: ClassVar[bool] = True
     needs_partner_banks: ClassVar[bool] = True
+    #: 2: the adapter trains in one product with the anchors, its decay as a gradient
+    #: (relbench_relreps.heads; equal up to float rounding)
+    version: ClassVar[str] = "2"
 
     def _check_weight(self) -> None:
         """Refuse a non-positive ``weight`` (every subclass has one): at 0 the
