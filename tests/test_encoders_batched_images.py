@@ -23,8 +23,7 @@ def images(n: int, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
 
 @pytest.mark.parametrize("filter_name", ["bilinear", "bicubic"])
 @pytest.mark.parametrize(("shape", "size"), [((28, 28), (146, 146)), ((28, 28), (256, 256)), ((28, 28, 3), (143, 143)),
-                                             ((40, 30, 3), (17, 50)), ((40, 30), (80, 23)), ((9, 31), (9, 50)),
-                                             ((31, 9, 3), (20, 9))])
+                                             ((40, 30, 3), (40, 23)), ((40, 30), (80, 23)), ((9, 31), (9, 50))])
 def test_resize_equals_pil_pixel_for_pixel(filter_name, shape, size):
     imgs = images(4, shape)
     got = resize_crop(uint8_batch(imgs), size, (0, 0, *size), filter_name)
@@ -32,10 +31,10 @@ def test_resize_equals_pil_pixel_for_pixel(filter_name, shape, size):
     assert torch.equal(got, torch.from_numpy(ref.reshape(4, *size, -1)).permute(0, 3, 1, 2))
 
 
-def test_shrinking_both_sides_is_refused():
+def test_shrinking_the_height_is_refused():
     x = uint8_batch(images(1, (40, 30)))
-    with pytest.raises(ValueError, match="both sides shrink"):
-        resize_crop(x, (17, 23), (0, 0, 17, 23), "bilinear")
+    with pytest.raises(ValueError, match="height shrinks"):
+        resize_crop(x, (17, 50), (0, 0, 17, 50), "bilinear")
 
 
 def test_crop_keeps_the_box_of_the_full_resize():
@@ -62,8 +61,8 @@ def test_timm_batch_transform_equals_the_per_image_transform(interpolation, crop
                                            mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
     batched = _BatchTransform.of(transform)
     imgs = images(5, shape)
-    if batched.box(*shape[:2]) is None:  # both sides shrink: left to PIL
-        assert min(shape[:2]) > batched.size
+    if batched.box(*shape[:2]) is None:  # the height shrinks: left to PIL
+        assert shape[0] > batched.size
         return
     ref = torch.stack([transform(to_pil_rgb(im)) for im in imgs])
     assert torch.equal(batched(uint8_batch(imgs)), ref)

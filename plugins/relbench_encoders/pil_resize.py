@@ -3,9 +3,8 @@
 PIL resizes an 8-bit image in two separable passes, each a fixed-point weighted sum of
 input pixels (weights scaled by ``2**22`` and rounded), rounded and clipped back to uint8
 after the pass (Pillow's ``Resample.c``). The order of the passes matters (the
-intermediate rounding); Pillow 13 runs the vertical pass first when the height shrinks
-and the width does not, the horizontal one first when neither shrinks or only the width
-does, and picks by another rule when both shrink — so that case is left to PIL
+intermediate rounding): PIL runs the horizontal pass first, except (Pillow 13) where the
+height shrinks, where it may run the vertical one first; those cases are left to PIL
 (:func:`reproducible`). For a batch of
 images of one size every image uses the same weights, so each pass is one matrix product
 of the whole batch with a weight matrix; computed in float64, whose 53-bit mantissa holds
@@ -77,8 +76,8 @@ def _pass(x: torch.Tensor) -> torch.Tensor:
 
 def reproducible(in_size: tuple[int, int], out_size: tuple[int, int]) -> bool:
     """Whether :func:`resize_crop` reproduces PIL from ``in_size`` to ``out_size``
-    (height, width): every case but both sides shrinking (see the module docstring)."""
-    return out_size[0] >= in_size[0] or out_size[1] >= in_size[1]
+    (height, width): where the height does not shrink (see the module docstring)."""
+    return out_size[0] >= in_size[0]
 
 
 def resize_crop(images: torch.Tensor, size: tuple[int, int], box: tuple[int, int, int, int],
@@ -88,14 +87,12 @@ def resize_crop(images: torch.Tensor, size: tuple[int, int], box: tuple[int, int
     to ``box`` = (top, left, height, width) of the resized image: uint8 ``N×C×h×w``.
     ValueError unless :func:`reproducible`."""
     if not reproducible(images.shape[-2:], size):
-        raise ValueError(f"PIL's pass order is not reproduced when both sides shrink ({tuple(images.shape[-2:])} → {size})")
+        raise ValueError(f"PIL's pass order is not reproduced when the height shrinks "
+                         f"({tuple(images.shape[-2:])} → {size})")
     top, left, h, w = box
     rows = torch.from_numpy(pil_weights(images.shape[-2], size[0], filter_name)[top : top + h])
     cols = torch.from_numpy(pil_weights(images.shape[-1], size[1], filter_name)[left : left + w])
-    x = images.to(torch.float64)
-    if size[0] < images.shape[-2]:  # the height shrinks, the width does not: vertical pass first
-        return _pass(_pass(rows @ x) @ cols.T).to(torch.uint8)
-    return _pass(rows @ _pass(x @ cols.T)).to(torch.uint8)
+    return _pass(rows @ _pass(images.to(torch.float64) @ cols.T)).to(torch.uint8)
 
 
 def uint8_batch(items: Sequence[Any]) -> torch.Tensor | None:

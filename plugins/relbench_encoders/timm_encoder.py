@@ -63,8 +63,8 @@ class _BatchTransform:
     def box(self, height: int, width: int) -> tuple[tuple[int, int], tuple[int, int, int, int]] | None:
         """The resized size and the crop box (top, left, height, width) of an image of
         ``height × width``, as torchvision computes them; None when the crop would pad or
-        the resize is not :func:`~relbench_encoders.pil_resize.reproducible` (both sides
-        shrink)."""
+        the resize is not :func:`~relbench_encoders.pil_resize.reproducible` (the height
+        shrinks)."""
         short, long = min(height, width), max(height, width)
         new_long = int(self.size * long / short)
         size = (self.size, new_long) if height <= width else (new_long, self.size)
