@@ -1,5 +1,5 @@
 """Batched image preprocessing: PIL's resampling reproduced exactly on whole batches, and
-the image encoders' batched inputs equal to their per-image PIL inputs."""
+the timm encoder's batched inputs equal to its per-image PIL inputs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from PIL import Image
 
 from relbench.interfaces import DatasetData, EncoderContext, Split
 from relbench_encoders._common import import_timm, to_pil_rgb
-from relbench_encoders.onnx_encoder import OnnxEncoder
 from relbench_encoders.pil_resize import resize_crop, uint8_batch
 from relbench_encoders.timm_encoder import TimmEncoder, _BatchTransform
 
@@ -84,12 +83,3 @@ def test_timm_encoder_batches_arrays_like_pil_images(tmp_path):
     slow = torch.cat(list(enc.batches(pil, ctx)))
     assert torch.equal(fast, slow)
     assert torch.allclose(enc.encode(arrays, ctx), enc.encode(pil, ctx), rtol=0, atol=1e-6)
-
-
-@pytest.mark.parametrize(("channels", "layout", "shape"), [("bgr", "nhwc", (28, 28)), ("rgb", "nchw", (20, 24, 3)),
-                                                           ("bgr", "nhwc", (50, 45))])
-def test_onnx_batch_preprocessing_equals_per_image(channels, layout, shape):
-    enc = OnnxEncoder(resize=40, crop=32, channels=channels, layout=layout, scale=0.5, std=[2.0, 1.0, 0.5])
-    imgs = images(4, shape)
-    assert np.array_equal(enc.preprocess_batch(imgs), np.stack([enc.preprocess(im) for im in imgs]))
-    assert np.array_equal(enc.preprocess_batch([Image.fromarray(im) for im in imgs]), enc.preprocess_batch(imgs))

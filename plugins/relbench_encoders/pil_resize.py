@@ -69,9 +69,12 @@ def pil_weights(in_size: int, out_size: int, filter_name: str) -> np.ndarray:
     return weights
 
 
-def _pass(x: torch.Tensor) -> torch.Tensor:
-    """PIL's rounding and clipping of a pass's fixed-point sums back to 0–255."""
-    return torch.floor((x + (1 << (PRECISION_BITS - 1))) / (1 << PRECISION_BITS)).clamp_(0, 255)
+def _pass(x: np.ndarray) -> np.ndarray:
+    """PIL's rounding and clipping of a pass's fixed-point sums back to 0–255 (in place)."""
+    x += 1 << (PRECISION_BITS - 1)
+    x *= 1.0 / (1 << PRECISION_BITS)  # a power of two: exact
+    np.floor(x, out=x)
+    return np.clip(x, 0, 255, out=x)
 
 
 def reproducible(in_size: tuple[int, int], out_size: tuple[int, int]) -> bool:
@@ -90,9 +93,13 @@ def resize_crop(images: torch.Tensor, size: tuple[int, int], box: tuple[int, int
         raise ValueError(f"PIL's pass order is not reproduced when the height shrinks "
                          f"({tuple(images.shape[-2:])} → {size})")
     top, left, h, w = box
-    rows = torch.from_numpy(pil_weights(images.shape[-2], size[0], filter_name)[top : top + h])
-    cols = torch.from_numpy(pil_weights(images.shape[-1], size[1], filter_name)[left : left + w])
-    return _pass(rows @ _pass(images.to(torch.float64) @ cols.T)).to(torch.uint8)
+    rows = pil_weights(images.shape[-2], size[0], filter_name)[top : top + h]
+    cols = pil_weights(images.shape[-1], size[1], filter_name)[left : left + w]
+    n, c, height, width = images.shape
+    # numpy, not torch: one thread without a pool to wake (torch's stalls on a busy machine)
+    x = _pass(images.numpy().reshape(-1, width).astype(np.float64) @ cols.T)  # (N·C·H × W) @ (W × w)
+    x = _pass(rows @ x.reshape(n * c, height, w).transpose(1, 0, 2).reshape(height, -1))  # (h × H) @ (H × N·C·w)
+    return torch.from_numpy(x.reshape(h, n, c, w).transpose(1, 2, 0, 3).astype(np.uint8))
 
 
 def uint8_batch(items: Sequence[Any]) -> torch.Tensor | None:
