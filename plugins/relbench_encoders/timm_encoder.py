@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+import numpy as np
 import torch
 
 from relbench.errors import MissingAsset
@@ -76,8 +77,11 @@ class _BatchTransform:
     def __call__(self, images: torch.Tensor) -> torch.Tensor:
         """Float32 ``N×3×h×w`` model inputs of uint8 ``N×C×H×W`` images (C = 1: grey)."""
         size, box = self.box(*images.shape[-2:])
-        pixels = resize_crop(images, size, box, self.filter_name)
-        return self.normalize(pixels.expand(-1, 3, -1, -1).to(torch.float32).div(255))
+        pixels = resize_crop(images, size, box, self.filter_name).numpy().astype(np.float32) / np.float32(255)
+        mean, std = (np.asarray(v, np.float32).reshape(-1, 1, 1) for v in (self.normalize.mean, self.normalize.std))
+        # numpy, as the resize: the values of torchvision's to_tensor and normalize, without torch's thread pool
+        # (grey: the one channel broadcasts against the three means, as PIL's RGB conversion repeats it)
+        return torch.from_numpy((pixels - mean) / std)
 
 
 class _Features(torch.nn.Module):
