@@ -553,8 +553,9 @@ def training_stages(plans, trainings: pd.DataFrame, widths: dict, counts: dict, 
 
 
 def unit_stages(suite, registry, plans, units: pd.DataFrame, measured: dict, widths: dict, learned: set[str],
-                counts: dict, quick: bool) -> list[dict]:
-    """Stage rows for adapters and heads: representative units counted × units of their kind."""
+                counts: dict, quick: bool, save=lambda: None) -> list[dict]:
+    """Stage rows for adapters and heads: representative units counted × units of their
+    kind; ``save`` is called after each count (the counts survive an interrupted run)."""
     flops = {ADAPTERS: 0.0, HEADS: 0.0}
     notes = {ADAPTERS: [], HEADS: []}
     for tr in plans:
@@ -564,6 +565,7 @@ def unit_stages(suite, registry, plans, units: pd.DataFrame, measured: dict, wid
             if got is None and not quick and g.sample and tr.task.name in widths:
                 got = count_units(suite, registry, tr.task, g.sample, widths[tr.task.name])
                 counts["units"][key] = got
+                save()
             if not got:
                 notes[stage].append(f"{tr.task.name}/{kind}")
             else:
@@ -605,6 +607,9 @@ def main() -> None:
     peaks = measure_peaks(rounds=args.rounds)
     print(describe(peaks, args.rounds))
     cores = torch.get_num_threads()
+    if min(p.load for p in peaks.values()) > (os.cpu_count() or 1):
+        print(f"  warning: every peak was measured with the load average above the {os.cpu_count()} cores: the "
+              f"peaks are low and every floor below high (the ratios flatter); measure on an idle machine")
 
     registry = load_registry()
     suite = load_suite(Path(args.tasks), registry)
@@ -621,11 +626,16 @@ def main() -> None:
 
         counts_path = _counts_path(args)
         counts = json.loads(counts_path.read_text()) if counts_path.exists() else {}
+
+        def save() -> None:
+            with contextlib.suppress(OSError):
+                counts_path.write_text(json.dumps(counts, indent=1, sort_keys=True))
+
         stages, widths = encoding_stage(runner, plans, counts, args.quick, args.text_samples)
         stages += training_stages(plans, trainings, widths, counts, args.quick)
-        stages += unit_stages(suite, registry, plans, units, measured, widths, learned, counts, args.quick)
-    with contextlib.suppress(OSError):
-        counts_path.write_text(json.dumps(counts, indent=1, sort_keys=True))
+        save()
+        stages += unit_stages(suite, registry, plans, units, measured, widths, learned, counts, args.quick, save)
+    save()
 
     print(f"\nresults: {args.store or args.release}; {units.unit.nunique()} units of {len(plan)} tasks"
           + "".join(f"\n  {n}" for n in notes))

@@ -84,3 +84,17 @@ def test_onnx_counter_counts_gemm_and_conv(tmp_path):
     conv = 2 * (8 * 4 * 4) * (3 * 3 * 3)
     matmul = 2 * 5 * (8 * 4 * 4)
     assert sf.onnx_matmul_flops(path, {"x": [1, 3, 4, 4]}) == conv + matmul
+
+
+def test_store_rows_are_flattened_and_restricted_to_the_plan(tmp_path):
+    from relbench.results import ResultStore
+
+    store = ResultStore(tmp_path)
+    row = {"task": "t", "kind": "stitching", "dataset": "d", "seed": 0, "metric": "accuracy", "value": 0.5,
+           "direction": "max", "status": "ok", "error": None, "seconds": 4.0, "selector": "param",
+           "extra": {"param_seconds": 3.0, "param_steps": 7}}
+    store.append("t", "new", [row], "run")
+    store.append("t", "old", [{**row, "seconds": 9.0}], "run")
+    rows = sf.read_store(tmp_path, {"t": ["new"]})
+    assert list(rows.unit) == ["new"] and rows["extra.param_seconds"].iloc[0] == 3.0
+    assert set(sf.read_store(tmp_path, {"t": ["gone"]}).unit) == {"new", "old"}
