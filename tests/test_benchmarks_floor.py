@@ -40,10 +40,10 @@ def test_stages_dedupe_trainings_and_take_them_out_of_heads():
     trainings = sf.trainings_of(units)
     assert list(units.precision.unique()) == ["fp32"]  # rows without a precision column ran at fp32
     assert len(trainings) == 1 and trainings.stage.iloc[0] == "PARAM" and trainings.selector.iloc[0] == "param"
-    measured = sf.measured_by_stage(units, trainings)
-    assert measured["PARAM"] == (1, 98.0)
-    assert measured["adapters"] == (1, 30.0)
-    assert measured["heads"] == (3, pytest.approx(7.0))  # 100 + 2 + 3 less the 98 s training
+    assert trainings.seconds.sum() == 98.0
+    measured = sf.task_seconds(units, trainings)
+    assert measured["t", "adapters"] == 30.0
+    assert measured["t", "heads"] == pytest.approx(7.0)  # 100 + 2 + 3 less the 98 s training
 
 
 def test_restrict_keeps_planned_units_or_says_why_not():
@@ -98,3 +98,15 @@ def test_store_rows_are_flattened_and_restricted_to_the_plan(tmp_path):
     rows = sf.read_store(tmp_path, {"t": ["new"]})
     assert list(rows.unit) == ["new"] and rows["extra.param_seconds"].iloc[0] == 3.0
     assert set(sf.read_store(tmp_path, {"t": ["gone"]}).unit) == {"new", "old"}
+
+
+def test_best_peaks_never_lower_a_peak():
+    from gemm_peaks import Peak
+
+    kept = {}
+    fast = {("fp32", 2): Peak("fp32", 2, 64, 100e9, 0.5)}
+    slow = {("fp32", 2): Peak("fp32", 2, 64, 40e9, 6.0)}
+    assert sf.best_peaks(fast, kept, "cpu")[1] == []
+    used, raised = sf.best_peaks(slow, kept, "cpu")
+    assert used["fp32", 2].flops == 100e9 and used["fp32", 2].load == 0.5 and len(raised) == 1
+    assert sf.best_peaks(slow, kept, "other cpu")[0]["fp32", 2].flops == 40e9
