@@ -587,8 +587,8 @@ def unit_stages(suite, registry, plans, units: pd.DataFrame, trainings: pd.DataF
             for kind, g in part.items():
                 key = f"{tr.task.name}|{stage}|{kind}"
                 got = counts.setdefault("units", {}).get(key)
-                if got is None and not quick and g.sample and tr.task.name in widths:
-                    got = count_units(suite, registry, tr.task, g.sample, widths[tr.task.name])
+                if got is None and not quick and g.sample:
+                    got = count_units(suite, registry, tr.task, g.sample, widths.get(tr.task.name, {}))
                     counts["units"][key] = got
                     save()
                 if got:
