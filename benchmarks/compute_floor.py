@@ -105,6 +105,38 @@ def step(selector, spaces, P, idx) -> None:
     selector.loss(spaces, idx, P).backward()
 
 
+def count_trainings(selector, similarities: dict, num_anchors: int, widths: dict[str, int],
+                    trainings: pd.DataFrame) -> tuple[dict[tuple, tuple[float, float]], float, int]:
+    """Every recorded training's matrix-product FLOPs (per-step count × its steps).
+
+    ``trainings`` has one row per training with columns ``similarity``, ``banks`` (the
+    encoder labels it learned from, a list or its JSON), ``rows`` (training rows) and
+    ``steps``; ``similarities`` maps a similarity label to its spec. A step is counted and
+    timed once per (similarity, banks, rows), on one thread. Returns those per-step
+    (FLOPs, median seconds), the FLOPs of every training and their steps."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    per_step: dict[tuple, tuple[float, float]] = {}
+    flops_total, steps_total = 0.0, 0
+    try:
+        for t in trainings.itertuples(index=False):
+            banks = tuple(json.loads(t.banks) if isinstance(t.banks, str) else t.banks)
+            key = (t.similarity, banks, int(t.rows))
+            if key not in per_step:
+                spaces, P, idx = training_setup(selector, similarities[t.similarity].build(),
+                                                {b: widths[b] for b in banks}, int(t.rows), num_anchors)
+                with FlopCounterMode(display=False) as counter:
+                    step(selector, spaces, P, idx)
+                step(selector, spaces, P, idx)  # warm-up
+                seconds = statistics.median(_seconds(lambda: step(selector, spaces, P, idx)) for _ in range(5))
+                per_step[key] = (counter.get_total_flops(), seconds)
+            flops_total += per_step[key][0] * int(t.steps)
+            steps_total += int(t.steps)
+    finally:
+        torch.set_num_threads(threads)
+    return per_step, flops_total, steps_total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("tasks", nargs="?", default="tasks.yaml")
@@ -130,25 +162,7 @@ def main() -> None:
     trainings = (rows[(rows.task == task.name) & (rows.selector == args.selector)].rename(columns=recorded)
                  .dropna(subset=["steps"]).drop_duplicates(["seed", "similarity", "held_out"]))
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    per_step: dict[tuple, tuple[float, float]] = {}
-    flops_total, steps_total = 0.0, 0
-    for t in trainings.itertuples(index=False):
-        banks = tuple(json.loads(t.banks) if isinstance(t.banks, str) else t.banks)
-        key = (t.similarity, banks, int(t.rows))
-        if key not in per_step:
-            spaces, P, idx = training_setup(selector, similarities[t.similarity].build(),
-                                            {b: widths[b] for b in banks}, int(t.rows), task.num_anchors)
-            with FlopCounterMode(display=False) as counter:
-                step(selector, spaces, P, idx)
-            step(selector, spaces, P, idx)  # warm-up
-            seconds = statistics.median(_seconds(lambda: step(selector, spaces, P, idx)) for _ in range(5))
-            per_step[key] = (counter.get_total_flops(), seconds)
-        flops, _ = per_step[key]
-        flops_total += flops * int(t.steps)
-        steps_total += int(t.steps)
-    torch.set_num_threads(threads)
+    per_step, flops_total, steps_total = count_trainings(selector, similarities, task.num_anchors, widths, trainings)
 
     cores = torch.get_num_threads()
     peaks = measure_peaks(rounds=args.rounds)
