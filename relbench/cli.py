@@ -323,9 +323,7 @@ def _announce(runner, jobs: int, quiet: bool) -> None:
     ``quiet``)."""
     if quiet:  # the run plans its tasks itself; counting banks and costs is for the user only
         return
-    from relbench.leaderboard import RELEASE
     from relbench.progress import estimate
-    from relbench.publish import default_folder
 
     plans = runner.plans()
     todo = {tr.task.name: len(tr.plan().todo) for tr in plans}
@@ -337,8 +335,16 @@ def _announce(runner, jobs: int, quiet: bool) -> None:
             except UserError:  # a pool that cannot be listed is the units' error, reported by them
                 pass
     encodings = sum(not runner.cache.has(key) for key in keys)
-    release = default_folder(runner.suite.file) / RELEASE
-    _say(quiet, estimate(runner.store, todo, encodings, jobs, release))
+    _say(quiet, estimate(runner.store, todo, encodings, jobs, _release_table(runner.suite)))
+
+
+def _release_table(suite) -> Path:
+    """The results table of the release beside the suite's tasks file, whose recorded
+    unit costs estimate and order a run whose store has none."""
+    from relbench.leaderboard import RELEASE
+    from relbench.publish import default_folder
+
+    return default_folder(suite.file) / RELEASE
 
 
 def _render(runner, leaderboards: Path, quiet: bool, redraw: bool = False, release: dict | None = None) -> None:
@@ -358,13 +364,14 @@ def _render(runner, leaderboards: Path, quiet: bool, redraw: bool = False, relea
 def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
     from relbench.parallel import estimated_seconds, run_parallel
     from relbench.plugins import DISABLE_ENV, PLUGINS_ENV
+    from relbench.progress import unit_costs
 
     runner.store.ensure_writable()
     runner.cache.ensure_writable()
     plans = {tr.task.name: tr.plan() for tr in runner.plans()}  # every user error before any work
     todo = [tr.task for tr in runner.plans() if plans[tr.task.name].todo]
     weights = estimated_seconds(todo, {t.name: len(plans[t.name].todo) for t in todo},
-                                {t.name: runner.store.unit_seconds(t.name) for t in todo})
+                                unit_costs(runner.store, [t.name for t in todo], _release_table(suite)))
     for var, values in ((DISABLE_ENV, args.disable), (PLUGINS_ENV, args.plugin)):
         if values:
             os.environ[var] = ",".join(filter(None, [os.environ.get(var, ""), *values]))

@@ -57,6 +57,13 @@ def recorded_seconds(release: Path | None) -> dict[str, float]:
     return {str(task): float(s) for task, s in per_unit.groupby("task")["seconds"].mean().items()}
 
 
+def unit_costs(store, tasks: list[str], release: Path | None) -> dict[str, list[float]]:
+    """Recorded seconds per unit of each task, for ordering a run's tasks: the store's
+    own, else the release's mean at ``release`` (one value), else none."""
+    released = recorded_seconds(release)
+    return {name: store.unit_seconds(name) or ([released[name]] if name in released else []) for name in tasks}
+
+
 def estimate(store, todo: dict[str, int], encodings: int, jobs: int, release: Path | None) -> str:
     """The plan's line: units and encodings to compute, and the time the units should
     take on ``jobs`` workers from recorded unit costs (``store``'s own, else the

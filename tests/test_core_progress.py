@@ -65,3 +65,20 @@ def test_jobs_auto_is_accepted_and_a_wrong_value_says_what_is_expected(cli_main,
     with pytest.raises(SystemExit) as exit:
         cli_main(["run", str(path), "-j", "many"])
     assert exit.value.code == 2 and "expected `auto` or a whole number" in capsys.readouterr().err
+
+
+def test_an_empty_store_orders_tasks_by_the_unit_costs_of_the_release(tmp_path):
+    import pandas as pd
+
+    from relbench.progress import unit_costs
+
+    class Store:  # one task measured in this store, the others not
+        def unit_seconds(self, task):
+            return [2.0, 4.0] if task == "mine" else []
+
+    release = tmp_path / "results.parquet"
+    pd.DataFrame({"task": ["slow", "slow", "slow", "fast"], "unit": ["u1", "u1", "u2", "u3"],
+                  "seconds": [30.0, 30.0, 50.0, 1.0]}).to_parquet(release)
+    costs = unit_costs(Store(), ["mine", "slow", "fast", "new"], release)
+    assert costs == {"mine": [2.0, 4.0], "slow": [40.0], "fast": [1.0], "new": []}
+    assert unit_costs(Store(), ["slow"], tmp_path / "missing.parquet") == {"slow": []}
