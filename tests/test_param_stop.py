@@ -218,3 +218,17 @@ def test_checkpoints_never_choose_untrained_p_and_count_misses():
     assert not c.record(2, 6, 0.4, P + 2) and c.best_epoch == 2
     assert not c.record(3, 9, 0.4, P + 3) and c.record(4, 12, 0.3, P + 4)
     assert (c.best_epoch, c.best_steps, c.best_score) == (2, 6, 0.4) and torch.equal(c.best_P, P + 2)
+
+
+def test_ridge_classifier_equals_scikit_learn_ridge_on_one_hot_labels():
+    from sklearn.linear_model import Ridge
+
+    g = torch.Generator().manual_seed(1)
+    F, y = torch.randn(60, 7, generator=g), torch.arange(60) % 4
+    head = RidgeClassifier.fit(F, y, 4, 0.05)
+    X = F.double().numpy()
+    Xc = X - X.mean(0)
+    alpha = 0.05 * np.mean(np.diag(Xc.T @ Xc))
+    reference = Ridge(alpha=alpha, fit_intercept=True, solver="cholesky").fit(X, np.eye(4)[y.numpy()])
+    assert np.allclose(head.weights.numpy(), reference.coef_.T)
+    assert head.accuracy(F, y) == pytest.approx(float((reference.predict(X).argmax(1) == y.numpy()).mean()))
