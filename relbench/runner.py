@@ -629,8 +629,9 @@ class TaskRun:
     def anchors(self, seed: int, selector: PluginSpec, excluded: frozenset[str] = frozenset(),
                 similarity: PluginSpec | None = None) -> Anchors:
         """The anchor recipe for (seed, selector, held-out encoders), computed once, drawn
-        from the seed's fit part (learned ones once per cache folder: :func:`learned_anchors`). ``similarity`` (the grid entry the anchors serve)
-        reaches only selectors that learn from the banks (PARAM's whitening)."""
+        from the seed's fit part (learned ones once per cache folder:
+        :func:`~relbench.sharing.learned_anchors`). ``similarity`` (the grid entry the
+        anchors serve) reaches only selectors that learn from the banks (PARAM's whitening)."""
         sel = selector.build()
         if sel.learns_from_banks and not excluded:
             raise ConfigError(
