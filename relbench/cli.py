@@ -87,8 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     run.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
                      help="run tasks in N worker processes (0: one per CPU core; auto: one per core, as many as "
-                          "the available memory holds at 2.5 GB each); tasks over the same data set stay in one "
-                          "worker so each embedding is computed once (default 1; `make run` uses auto)")
+                          "the available memory holds at 2.5 GB each); a task waits while a running one encodes "
+                          "an embedding it reads, so each is computed once; idle cores go to the running workers (default 1; `make run` uses auto)")
     run.add_argument("--precision", choices=PRECISIONS,
                      help="run every task at this precision, whatever the tasks file says (fp32: the fp32 "
                           "protocol; bf16: heavy loops that opt in run under bf16 autocast); part of every unit's "
@@ -378,8 +378,7 @@ def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
     extra = (["--force"] if args.force else []) + ([f"--output={args.output.resolve()}"] if args.output else []) + \
         (["-q"] if args.quiet else [])
     runs = {tr.task.name: tr for tr in runner.plans()}
-    data = {t.dataset.name for t in todo}
-    encoded = frozenset(d for d in data if all(runs[t.name].pools_cached() for t in todo if t.dataset.name == d))
+    needs = {t.name: frozenset(need.key for need in runs[t.name].bank_needs()) for t in todo}
     ids, start = {t.name: {u.id for u in plans[t.name].todo} for t in todo}, time.time()
 
     def stored() -> int:  # the workers store their units (computed or failed): count those of this run
@@ -387,7 +386,8 @@ def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
                    for name in ids for lines in [runner.store.read(name).units])
 
     units = (sum(map(len, ids.values())), stored)
-    code = run_parallel(suite, todo, jobs, extra, command, args.quiet, weights, encoded, units) if todo else EXIT_OK
+    code = run_parallel(suite, todo, jobs, extra, command, args.quiet, weights, needs,
+                                runner.cache.has, units) if todo else EXIT_OK
     if not args.no_leaderboard and code != EXIT_INTERRUPTED:
         _render(runner, suite.leaderboards, args.quiet)
     if code == EXIT_INTERRUPTED:

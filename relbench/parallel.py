@@ -4,13 +4,21 @@ Most of an evaluation is many small decoder fits, bound by one core's Python ove
 so N processes use N cores where one process with N threads cannot. Every task runs in
 its own worker, heaviest first (:func:`estimated_seconds`: the task's units to compute
 times the seconds its units took when last computed, so a long task starts early and
-does not finish alone at the end). Tasks over the same data usually share encoders, so
-while a data set's pools are not all cached, the first task of that data set (its
-*leader*, in file order) runs before the others start: it encodes the pools once and
-they read the cache. Every worker is a ``relbench run --task=…`` process with one torch
+does not finish alone at the end). Tasks often read the same embedding banks (one
+encoder's pool of one data set), and a worker encodes every bank its task reads before
+its first unit: so a task waits while a bank it reads is neither cached nor finished by
+a running task that reads it too (:func:`next_ready`), and then reads what that task
+encoded instead of encoding it a second time. Every worker is a ``relbench run --task=…`` process with one torch
 thread: results go to per-task files, so workers never write the same file, and the
 embedding cache is written atomically. Workers record the user's own command line
 (passed in :data:`COMMAND_ENV`) in their rows, not their internal one.
+
+Cores no worker uses go to the running ones (:func:`thread_shares`): when fewer tasks
+run than there are workers (the tail of a suite, or while a data set's leader encodes),
+the ``jobs`` threads are shared out among the running workers, and taken back when a
+new task starts. A worker learns its share from a file (:data:`THREADS_ENV`) and a
+SIGUSR1 (:func:`_follow_thread_share`); the share changes how fast a unit runs, not
+what it computes.
 
 Workers never outlive the run: each starts through this module's ``__main__``, which
 first arms a parent-death signal (:func:`_die_with_parent`), so killing the parent, even
@@ -42,6 +50,8 @@ COMMAND_ENV = "RELBENCH_RUN_COMMAND"
 #: Seconds interrupted workers get to stop on their own, then seconds terminated ones get to end:
 #: Ctrl-C ends a run within 2 s. A unit cut short is not stored; one stored is whole (one write).
 STOP_GRACE, KILL_GRACE = 0.75, 0.5
+#: Environment variable naming the file through which a worker learns its share of threads.
+THREADS_ENV = "RELBENCH_THREADS_FILE"
 #: ``prctl`` option: the signal the kernel sends this process when its parent dies (linux/prctl.h).
 PR_SET_PDEATHSIG = 1
 
@@ -73,24 +83,35 @@ def estimated_seconds(tasks: list[Task], todo: dict[str, int], measured: dict[st
     return out
 
 
-def next_ready(pending: list[Task], leaders: dict[str, str], done_leaders: set[str]) -> Task | None:
-    """The first task of ``pending`` (heaviest first) that may start: a data set's
-    leader, or a task whose leader has ended."""
+def thread_shares(running: list[str], threads: int) -> dict[str, int]:
+    """``threads`` shared out among the ``running`` workers (in the order they started):
+    ``threads // n`` each, one more for the first ``threads % n``, never fewer than one."""
+    n = len(running)
+    return {name: max(1, threads // n + (i < threads % n)) for i, name in enumerate(running)}
+
+
+def next_ready(pending: list[Task], needs: dict[str, frozenset[str]], running: list[str],
+               cached: Callable[[str], bool]) -> Task | None:
+    """The first task of ``pending`` (heaviest first) that may start: none of the banks it
+    reads (``needs``: bank keys per task) is both missing from the cache and read by a
+    ``running`` task, which encodes it first. A task whose banks are unknown waits for
+    nothing."""
+    encoding = set().union(*(needs.get(name, frozenset()) for name in running))
     for task in pending:
-        data = task.dataset.name
-        if leaders[data] == task.name or data in done_leaders:
+        if not any(key in encoding and not cached(key) for key in needs.get(task.name, ())):
             return task
     return None
 
 
 def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[str], command: str,
                  quiet: bool = False, weights: dict[str, float] | None = None,
-                 encoded: frozenset[str] = frozenset(), units: tuple[int, Callable[[], int]] | None = None) -> int:
+                 needs: dict[str, frozenset[str]] | None = None, cached: Callable[[str], bool] | None = None,
+                 units: tuple[int, Callable[[], int]] | None = None) -> int:
     """Run ``tasks`` (in file order) in up to ``jobs`` worker processes, one task per
     worker, heaviest first by ``weights`` (seconds, :func:`estimated_seconds`; default:
-    the grid's weight; a data set's leader counts with the tasks that wait for it), each
-    data set's leader before the rest of its tasks, except for the data sets named in
-    ``encoded`` (every pool their tasks read is cached already); return the worst exit
+    the grid's weight), a task waiting while a running one encodes a bank it reads
+    (:func:`next_ready`; ``needs``: the bank keys each task reads, ``cached``: whether a
+    key is in the embedding cache; without them no task waits); return the worst exit
     code.
 
     ``extra_args`` are passed to every worker's ``relbench run`` (``--force``,
@@ -104,18 +125,11 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
     from relbench.progress import SuiteBar
 
     weights = weights or {t.name: float(grid_weight(t)) for t in tasks}
-    leaders: dict[str, str] = {}
-    for task in tasks:
-        leaders.setdefault(task.dataset.name, task.name)
-    # a leader carries the weight of the tasks that wait for it (the path it starts)
-    priority = {t.name: weights.get(t.name, 0.0) for t in tasks}
-    for task in tasks:
-        if leaders[task.dataset.name] != task.name and task.dataset.name not in encoded:
-            priority[leaders[task.dataset.name]] += weights.get(task.name, 0.0)
-    pending = sorted(tasks, key=lambda t: -priority[t.name])  # stable: file order among equals
-    done_leaders: set[str] = set(encoded)  # nothing to encode: their tasks need not wait
+    needs, cached = needs or {}, cached or (lambda key: True)
+    pending = sorted(tasks, key=lambda t: -weights.get(t.name, 0.0))  # stable: file order among equals
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", COMMAND_ENV: command}
     running: list[tuple[subprocess.Popen, Task, Path]] = []
+    told: dict[str, int] = {}  # the thread share each running worker was last given
     worst = 0
     logdir = Path(tempfile.mkdtemp(prefix="relbench-jobs-"))
     total, stored = units or (len(tasks), None)
@@ -130,8 +144,8 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
     try:
         while pending or running:
             while pending and len(running) < jobs:
-                task = next_ready(pending, leaders, done_leaders)
-                if task is None:  # the rest wait for their data set's leader
+                task = next_ready(pending, needs, [t.name for _, t, _ in running], cached)
+                if task is None:  # the rest wait for banks a running task encodes
                     break
                 pending.remove(task)
                 log = logdir / f"{task.name}.log"
@@ -140,9 +154,12 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
                 cmd = [sys.executable, "-m", "relbench.parallel", str(os.getpid()), "run", os.path.abspath(suite.file),
                        "--no-leaderboard", *extra_args, f"--task={_glob_escape(task.name)}"]
                 with open(log, "w") as fh:
-                    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+                    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, preexec_fn=_ignore_share_signal,
+                                            env={**env, THREADS_ENV: str(_share_file(logdir, task))})
                 running.append((proc, task, log))
+                told[task.name] = 1
                 say(f"worker {proc.pid}: {task.name}")
+            _share_threads(running, jobs, told, logdir)
             time.sleep(0.5)
             suite_bar.reach(stored() if stored else ended)
             suite_bar.task(", ".join(t.name for _, t, _ in running))
@@ -151,9 +168,8 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
                 if proc.poll() is None:
                     continue
                 running.remove(item)
+                told.pop(task.name, None)
                 ended += 1
-                if leaders[task.dataset.name] == task.name:
-                    done_leaders.add(task.dataset.name)
                 code = proc.returncode
                 if code < 0:  # killed by a signal (e.g. out of memory): a failure, never success
                     say(f"  [{task.name}] worker {proc.pid} was killed by signal {-code}; "
@@ -174,6 +190,63 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
     else:
         say(f"worker logs: {logdir}", failure=True)
     return worst
+
+
+def _share_file(logdir: Path, task: Task) -> Path:
+    """The file that holds ``task``'s worker's thread share."""
+    return logdir / f"{task.name}.threads"
+
+
+def _share_threads(running: list[tuple[subprocess.Popen, Task, Path]], jobs: int, told: dict[str, int],
+                   logdir: Path) -> None:
+    """Give each running worker its :func:`thread_shares` of the ``jobs`` threads, telling
+    only those whose share changed: the share is written to the worker's file, then the
+    worker is sent SIGUSR1 (posix only; elsewhere workers keep one thread)."""
+    if os.name != "posix" or not running:
+        return
+    shares = thread_shares([task.name for _, task, _ in running], jobs)
+    for proc, task, _ in running:
+        if told.get(task.name) == shares[task.name]:
+            continue
+        path = _share_file(logdir, task)
+        partial = path.with_suffix(".partial")
+        partial.write_text(str(shares[task.name]))
+        os.replace(partial, path)
+        told[task.name] = shares[task.name]
+        try:
+            proc.send_signal(signal.SIGUSR1)
+        except (ProcessLookupError, OSError):  # it has just ended: the loop will see it
+            pass
+
+
+def _ignore_share_signal() -> None:
+    """In a new worker, before it runs Python: SIGUSR1 ignored until
+    :func:`_follow_thread_share` handles it (a share sent that early is read from the
+    file instead, never fatal)."""
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+
+
+def _follow_thread_share() -> None:
+    """In a worker: follow the thread share the parent sends (SIGUSR1 after writing the
+    file named by :data:`THREADS_ENV`), and read it once now for one sent before this
+    handler existed. The share becomes torch's thread count (on the main thread, where
+    the handler runs, between two Python instructions) and the OpenMP/MKL settings a
+    later import of torch reads."""
+    path = os.environ.get(THREADS_ENV)
+    if not path or os.name != "posix":
+        return
+
+    def apply(*_) -> None:
+        try:
+            threads = max(1, int(Path(path).read_text()))
+        except (OSError, ValueError):
+            return
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(threads)
+
+    signal.signal(signal.SIGUSR1, apply)
+    apply()
 
 
 def _glob_escape(name: str) -> str:
@@ -238,6 +311,7 @@ def _watch_parent(parent: int) -> None:
 
 if __name__ == "__main__":  # a worker: python -m relbench.parallel PARENT_PID run …
     _die_with_parent(int(sys.argv[1]))
+    _follow_thread_share()
     from relbench.cli import main
 
     sys.exit(main(sys.argv[2:]))

@@ -391,11 +391,6 @@ class TaskRun:
                 "plugin": spec.package, "data": data.fingerprint, "split": split, "view": view,
                 "relbench": __version__}
 
-    def pools_cached(self) -> bool:
-        """Whether every encoder's train and test pool is in the embedding cache (asked
-        before running, to schedule ``-j`` workers; encodes and loads nothing)."""
-        return all(self.runner.cache.has(need.key) for need in self._needs(None, ("train", "test")))
-
     def bank_needs(self) -> list[BankNeed]:
         """Every bank the task reads: each encoder's train and test pools, then the
         training banks of the data sets its selectors draw anchors from

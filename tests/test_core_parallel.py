@@ -28,7 +28,7 @@ tasks:
 """
 SLOW_TASK = """\
   - name: slow-{x}
-    dataset: {{name: slow-blobs-{x}}}
+    dataset: {{name: slow-blobs-{x}, params: {{seed: {seed}}}}}  # other data: other banks, none shared
     encoders:
       - {{name: sleepy, label: a, params: {{seed: 1}}}}
       - {{name: sleepy, label: b, params: {{seed: 2}}}}
@@ -114,7 +114,7 @@ def _default_sigint() -> None:
 def _start_run(folder: Path, *args: str, sleep: float = 900) -> subprocess.Popen:
     """`relbench run -j 2` on the two slow tasks, in ``folder`` (its worker logs too)."""
     (folder / "slow_plugin.py").write_text(SLOW_PLUGIN)
-    (folder / "tasks.yaml").write_text(SLOW_TASKS + SLOW_TASK.format(x="a") + SLOW_TASK.format(x="b"))
+    (folder / "tasks.yaml").write_text(SLOW_TASKS + SLOW_TASK.format(x="a", seed=0) + SLOW_TASK.format(x="b", seed=1))
     env = {**os.environ, "RELBENCH_PLUGINS": "slow_plugin", "SLEEPY_SECONDS": str(sleep), "TMPDIR": str(folder),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
     return subprocess.Popen([sys.executable, "-m", "relbench.cli", "run", "tasks.yaml", "-j", "2", *args],
@@ -265,6 +265,9 @@ def test_task_names_reach_workers_as_exact_patterns_never_options(monkeypatch, t
         def poll(self):
             return 0
 
+        def send_signal(self, sig):  # a thread share for a worker that has ended already
+            pass
+
     monkeypatch.setattr(parallel.subprocess, "Popen", Worker)
     tasks = [SimpleNamespace(name=n, dataset=SimpleNamespace(name=n), encoders=[], seeds=[0], similarities=[],
                              stitchers=[], selectors=[]) for n in names]
@@ -310,6 +313,9 @@ def started(monkeypatch):
         def poll(self):
             return 0
 
+        def send_signal(self, sig):  # a thread share for a worker that has ended already
+            pass
+
     monkeypatch.setattr(parallel.subprocess, "Popen", Worker)
     monkeypatch.setattr(parallel.time, "sleep", lambda s: None)
     return names
@@ -319,16 +325,10 @@ THREE = [_task("a-lead", "a"), _task("b-only", "b"), _task("a-heavy", "a")]
 WEIGHTS = {"a-lead": 1.0, "b-only": 50.0, "a-heavy": 100.0}
 
 
-def test_tasks_start_heaviest_first_after_their_data_sets_leader(started, tmp_path):
-    # file order: a-lead, b-only, a-heavy; a-heavy may only start once a-lead (which encodes
-    # data set a's pools) has ended, and a-lead goes first because the heavy one waits for it
+def test_tasks_start_heaviest_first(started, tmp_path):
     suite = SimpleNamespace(file=tmp_path / "tasks.yaml")
     assert parallel.run_parallel(suite, THREE, 1, [], "relbench run", quiet=True, weights=WEIGHTS) == 0
-    assert started == ["a-lead", "a-heavy", "b-only"]
-    started.clear()
-    assert parallel.run_parallel(suite, THREE, 1, [], "relbench run", quiet=True,
-                                 weights={**WEIGHTS, "a-heavy": 10.0}) == 0
-    assert started == ["b-only", "a-lead", "a-heavy"]  # 50 > 1 + 10
+    assert started == ["a-heavy", "b-only", "a-lead"]
 
 
 def test_store_reads_each_units_seconds_without_parsing_lines(registry, write_yaml):
@@ -341,14 +341,60 @@ def test_store_reads_each_units_seconds_without_parsing_lines(registry, write_ya
     assert runner.store.unit_seconds("no-such-task") == []
 
 
-def test_tasks_of_an_encoded_data_set_do_not_wait_for_its_leader(started, tmp_path):
+def _scheduled(monkeypatch, tmp_path, lives: dict[str, int], needs: dict[str, frozenset[str]],
+               cached_after: dict[str, tuple[str, int]], weights: dict[str, float]) -> list[tuple[str, str]]:
+    """Run stand-in workers on two slots: each task ``name`` ends after ``lives[name]``
+    polls; bank ``key`` of ``cached_after`` is cached once task ``name`` was polled ``n``
+    times. The events, in order: ("start" | "end", task)."""
+    events, polls = [], dict.fromkeys(lives, 0)
+
+    class Worker:
+        returncode = 0
+
+        def __init__(self, cmd, **kwargs):
+            self.name, self.pid = cmd[-1].removeprefix("--task="), 6000 + len(events)
+            events.append(("start", self.name))
+
+        def poll(self):
+            polls[self.name] += 1
+            if polls[self.name] >= lives[self.name]:
+                events.append(("end", self.name))
+                return 0
+            return None
+
+        def send_signal(self, sig):
+            pass
+
+    monkeypatch.setattr(parallel.subprocess, "Popen", Worker)
+    monkeypatch.setattr(parallel.time, "sleep", lambda s: None)
+    cached = lambda key: key in cached_after and polls[cached_after[key][0]] >= cached_after[key][1]  # noqa: E731
+    tasks = [_task(name, "d") for name in lives]
     suite = SimpleNamespace(file=tmp_path / "tasks.yaml")
-    assert parallel.run_parallel(suite, THREE, 1, [], "relbench run", quiet=True, weights=WEIGHTS,
-                                 encoded=frozenset({"a"})) == 0
-    assert started == ["a-heavy", "b-only", "a-lead"]  # purely heaviest first
+    assert parallel.run_parallel(suite, tasks, 2, [], "relbench run", quiet=True, weights=weights, needs=needs,
+                                 cached=cached) == 0
+    return events
 
 
-def test_pools_cached_tells_whether_a_run_would_encode(registry, write_yaml):
+def test_a_task_waits_while_a_running_task_encodes_a_bank_it_reads(monkeypatch, tmp_path):
+    # heavy and second read bank x, free reads y: heavy starts and encodes x; second, next by
+    # weight, waits for x, so free takes the other slot; second starts once x is cached,
+    # while heavy still runs, and never encodes x itself
+    events = _scheduled(monkeypatch, tmp_path, lives={"heavy": 20, "second": 3, "free": 2},
+                        needs={"heavy": frozenset("x"), "second": frozenset("xz"), "free": frozenset("y")},
+                        cached_after={"x": ("heavy", 5)}, weights={"heavy": 100.0, "second": 50.0, "free": 1.0})
+    starts = [name for what, name in events if what == "start"]
+    assert starts == ["heavy", "free", "second"]
+    assert events.index(("start", "second")) < events.index(("end", "heavy"))
+
+
+def test_a_bank_left_uncached_by_a_task_that_ended_no_longer_holds_others(monkeypatch, tmp_path):
+    events = _scheduled(monkeypatch, tmp_path, lives={"first": 4, "second": 2},
+                        needs={"first": frozenset("x"), "second": frozenset("x")}, cached_after={},
+                        weights={"first": 2.0, "second": 1.0})
+    assert events == [("start", "first"), ("end", "first"), ("start", "second"), ("end", "second")]
+
+
+def test_bank_needs_name_the_cache_entries_a_run_encodes(registry, write_yaml):
     from test_core_runner import TASKS, _run
 
     from relbench.config import load_suite
@@ -357,9 +403,66 @@ def test_pools_cached_tells_whether_a_run_would_encode(registry, write_yaml):
     path = write_yaml(TASKS)
     before = Runner(load_suite(path, registry), registry, quiet=True)
     [run] = before.plans()
-    assert not run.pools_cached()
+    keys = [need.key for need in run.bank_needs()]
+    assert keys and not any(before.cache.has(key) for key in keys)
     _run(registry, path)
     after = Runner(load_suite(path, registry), registry, quiet=True)
     [run] = after.plans()
-    assert run.pools_cached()
+    assert [need.key for need in run.bank_needs()] == keys and all(after.cache.has(key) for key in keys)
     assert after.stats.encoded == 0 and after.stats.cached == 0  # asking read and encoded nothing
+
+
+def test_thread_shares_split_every_thread_among_the_running_workers():
+    assert parallel.thread_shares(["a", "b"], 2) == {"a": 1, "b": 1}
+    assert parallel.thread_shares(["a"], 2) == {"a": 2}
+    assert parallel.thread_shares(["a", "b"], 5) == {"a": 3, "b": 2}  # the earlier started gets the spare
+    assert parallel.thread_shares(["a", "b", "c"], 2) == {"a": 1, "b": 1, "c": 1}  # never fewer than one
+
+
+def test_idle_cores_go_to_the_workers_still_running(monkeypatch, tmp_path):
+    # two tasks of two data sets on two workers: while both run each has one thread; once
+    # the short one ends, the long one is told (file, then SIGUSR1) to use both threads
+    signals, lives = [], {"short": 2, "long": 6}
+
+    class Worker:
+        returncode = 0
+
+        def __init__(self, cmd, env, preexec_fn, **kwargs):
+            assert preexec_fn is parallel._ignore_share_signal  # an early SIGUSR1 cannot kill it
+            self.name, self.pid, self.file = cmd[-1].removeprefix("--task="), 5000 + len(signals), \
+                Path(env[parallel.THREADS_ENV])
+
+        def poll(self):
+            lives[self.name] -= 1
+            return 0 if lives[self.name] <= 0 else None
+
+        def send_signal(self, sig):
+            signals.append((self.name, sig, int(self.file.read_text())))
+
+    monkeypatch.setattr(parallel.subprocess, "Popen", Worker)
+    monkeypatch.setattr(parallel.time, "sleep", lambda s: None)
+    suite = SimpleNamespace(file=tmp_path / "tasks.yaml")
+    tasks = [_task("long", "a"), _task("short", "b")]
+    assert parallel.run_parallel(suite, tasks, 2, [], "relbench run", quiet=True,
+                                 weights={"long": 10.0, "short": 1.0}) == 0
+    assert signals == [("long", signal.SIGUSR1, 2)]
+
+
+def test_a_worker_takes_its_thread_share_from_the_file_and_the_signal(monkeypatch, tmp_path):
+    import torch
+
+    share = tmp_path / "task.threads"
+    monkeypatch.setenv(parallel.THREADS_ENV, str(share))
+    before, handler = torch.get_num_threads(), signal.getsignal(signal.SIGUSR1)
+    try:
+        parallel._follow_thread_share()  # no file yet: nothing changes
+        assert torch.get_num_threads() == before
+        share.write_text("2")
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert torch.get_num_threads() == 2 and os.environ["OMP_NUM_THREADS"] == "2"
+        share.write_text("1")
+        parallel._follow_thread_share()  # a share written before the handler existed is read at once
+        assert torch.get_num_threads() == 1
+    finally:
+        signal.signal(signal.SIGUSR1, handler)
+        torch.set_num_threads(before)
