@@ -559,6 +559,10 @@ class StitchSide:
             view._relative["train"] = self._relative["train"]
         return view
 
+    def relative_bytes(self) -> int:
+        """The bytes of the relative features this side has computed so far."""
+        return sum(t.numel() * t.element_size() for t in self._relative.values())
+
     def relative(self, split: str) -> torch.Tensor:
         """``similarity.project(bank.X, anchors)`` of the ``"train"``, ``"validation"``
         or ``"test"`` bank (computed once per side; no gradient flows through it)."""

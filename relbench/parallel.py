@@ -249,6 +249,20 @@ def _follow_thread_share() -> None:
     apply()
 
 
+def _work(argv: list[str]) -> int:
+    """A worker's ``relbench`` command; its exit code. Thread shares are ignored once it
+    ends: Python's shutdown gives a handled signal its default action back, and
+    SIGUSR1's ends the process, so a share sent as the worker exits (another worker
+    ending at that moment) would turn its success into death by signal."""
+    from relbench.cli import main
+
+    try:
+        return main(argv)
+    finally:
+        if os.name == "posix":
+            signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+
+
 def _glob_escape(name: str) -> str:
     """``name`` as a ``--task`` pattern matching exactly itself: ``*``, ``?`` and ``[``
     each wrapped in brackets (task names are validated to never hold them: a safety net)."""
@@ -312,6 +326,4 @@ def _watch_parent(parent: int) -> None:
 if __name__ == "__main__":  # a worker: python -m relbench.parallel PARENT_PID run …
     _die_with_parent(int(sys.argv[1]))
     _follow_thread_share()
-    from relbench.cli import main
-
-    sys.exit(main(sys.argv[2:]))
+    sys.exit(_work(sys.argv[2:]))

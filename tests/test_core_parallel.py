@@ -466,3 +466,25 @@ def test_a_worker_takes_its_thread_share_from_the_file_and_the_signal(monkeypatc
     finally:
         signal.signal(signal.SIGUSR1, handler)
         torch.set_num_threads(before)
+
+
+def test_a_worker_ignores_thread_shares_once_its_command_ended(monkeypatch):
+    """Python's shutdown gives a handled signal its default action back, and SIGUSR1's
+    ends the process: a share sent to a worker that had finished its task (the other
+    worker ending at that moment) made it exit by signal 10, a failure. Once its command
+    has returned, or raised, a worker ignores SIGUSR1."""
+    import relbench.cli
+
+    handler = signal.getsignal(signal.SIGUSR1)
+    try:
+        signal.signal(signal.SIGUSR1, lambda *_: None)
+        monkeypatch.setattr(relbench.cli, "main", lambda argv: 0)
+        assert parallel._work(["run"]) == 0
+        assert signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
+        signal.signal(signal.SIGUSR1, lambda *_: None)
+        monkeypatch.setattr(relbench.cli, "main", lambda argv: (_ for _ in ()).throw(KeyboardInterrupt))
+        with pytest.raises(KeyboardInterrupt):
+            parallel._work(["run"])
+        assert signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGUSR1, handler)

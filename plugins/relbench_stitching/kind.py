@@ -25,6 +25,7 @@ other test samples; only a transductive protocol accepts one).
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, NamedTuple
 
@@ -44,6 +45,10 @@ from relbench.tuning import Candidate, candidates, choose
 from relbench_stitching import page as pages
 
 NONE = "-"
+#: Bytes of relative features the sides of one seed keep between units (least recently
+#: used dropped first): five Fashion-MNIST sides of 7,000 × 1,280 floats, one untuned
+#: similarity's over the five CNNs of fashion-cross-arch, so those are never recomputed.
+RELATIVE_SIDES_BYTES = 192 * 2**20
 
 
 @dataclass(frozen=True)
@@ -206,14 +211,16 @@ class Stitching(TaskKind):
         protocol = task.protocol
         data = run.dataset()
         metrics = [(m.label, m.build()) for m in task.metrics]
-        sides: dict[tuple, StitchSide] = {}
+        sides: OrderedDict[tuple, StitchSide] = OrderedDict()  # least recently used first
         similarities: dict[tuple, object] = {}
         banks: dict[str, dict] = {}
 
         def side(label: str, similarity, anchors) -> StitchSide:
             skey = json.dumps(similarity.identity(), sort_keys=True, default=str) if similarity else None
             key = (id(anchors), skey, label)
-            if key not in sides:
+            if key in sides:
+                sides.move_to_end(key)
+            else:
                 sim = None
                 if similarity is not None:
                     if (skey, label) not in similarities:
@@ -246,6 +253,7 @@ class Stitching(TaskKind):
                     raise EncoderWidths(mismatched[target])
 
                 def fit(cand: Candidate) -> Fitted:
+                    _bound_relative_sides(sides, RELATIVE_SIDES_BYTES)  # the last candidate is scored already
                     specs = cand.specs
                     sel, sim_spec = specs.get("selector"), specs.get("similarity")
                     anchors = run.anchors(seed, sel, excluded, similarity=sim_spec) if sel else None
@@ -335,6 +343,21 @@ def _forget_relative_sides(sides: dict[tuple, StitchSide], similarities: dict[tu
     for key in [key for key in sides if key[1] is not None]:
         del sides[key]
     similarities.clear()
+
+
+def _bound_relative_sides(sides: OrderedDict[tuple, StitchSide], budget: int) -> None:
+    """Drop the least recently used sides that hold relative features until those left
+    hold at most ``budget`` bytes of them (before each candidate's fit, when the one
+    before is scored). A tuned similarity makes a side per candidate: WIP's five
+    shrinkages over five Fashion-MNIST CNNs held 25 sides of 36 MB, and pushed a worker
+    past 2 GB. A side asked for again is computed again, identically."""
+    held = {key: side.relative_bytes() for key, side in sides.items() if key[1] is not None}
+    total = sum(held.values())
+    for key, size in held.items():
+        if total <= budget:
+            break
+        del sides[key]
+        total -= size
 
 
 def _evaluate(stitcher, source: StitchSide, metrics, extra: dict) -> list[ResultRow]:
