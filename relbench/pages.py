@@ -1,6 +1,7 @@
 """What a task kind needs to draw its leaderboard page: where figures go, and how
-numbers and their directions are written. Kinds import this module (through
-:mod:`relbench.api`), never the leaderboard renderer."""
+numbers and their directions are written. Kinds take :class:`Page` and the helpers
+they draw with from :mod:`relbench.api` (which re-exports them from here), never from
+the leaderboard renderer."""
 
 from __future__ import annotations
 

@@ -1,0 +1,54 @@
+"""Every name ``relbench.api`` exports resolves and is documented in the README's
+"The plugin API" section."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import relbench.api
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC_HEADING = "### The plugin API"
+
+
+def documented_names(readme: str) -> list[str]:
+    """The names listed (``- `name`: ...``) in the README's plugin-API section."""
+    section = readme.split(DOC_HEADING, 1)[1]
+    section = re.split(r"^#", section, maxsplit=1, flags=re.MULTILINE)[0]
+    return re.findall(r"^- `([A-Za-z_]\w*)`:", section, flags=re.MULTILINE)
+
+
+def undocumented(exported: list[str], documented: list[str]) -> dict[str, list[str]]:
+    """Names exported but not documented, and documented but not exported."""
+    return {"not documented": sorted(set(exported) - set(documented)),
+            "documented but not exported": sorted(set(documented) - set(exported))}
+
+
+def test_every_exported_name_is_documented_and_every_documented_name_exported():
+    documented = documented_names((ROOT / "README.md").read_text())
+    assert len(documented) == len(set(documented)), "a name is documented twice"
+    assert undocumented(relbench.api.__all__, documented) == {"not documented": [],
+                                                              "documented but not exported": []}
+
+
+def test_the_documentation_check_catches_a_missing_and_a_stale_name():
+    readme = f"intro\n\n{DOC_HEADING}\n\n- `Page`: a page.\n- `gone`: removed.\n\n## Next\n- `Task`: elsewhere.\n"
+    assert documented_names(readme) == ["Page", "gone"]
+    assert undocumented(["Page", "Task"], documented_names(readme)) == {
+        "not documented": ["Task"], "documented but not exported": ["gone"]}
+
+
+def test_every_exported_name_resolves():
+    assert len(relbench.api.__all__) == len(set(relbench.api.__all__))
+    missing = [name for name in relbench.api.__all__ if getattr(relbench.api, name, None) is None]
+    assert not missing
+
+
+def test_the_api_imports_on_its_own_in_a_fresh_interpreter():
+    check = ("import relbench.api as api; ns = {}; exec('from relbench.api import *', ns); "
+             "assert sorted(set(ns) - {'__builtins__'}) == sorted(api.__all__)")
+    proc = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
