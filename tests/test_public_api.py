@@ -1,17 +1,39 @@
-"""Every name ``relbench.api`` exports resolves and is documented in the README's
-"The plugin API" section."""
+"""``relbench.api`` is the one relbench module plugins import, and every name it exports
+resolves and is documented in the README's "The plugin API" section."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import relbench.api
 
 ROOT = Path(__file__).resolve().parents[1]
+PLUGIN_TREES = [ROOT / "plugins", ROOT / "examples"]
+API = "relbench.api"
 DOC_HEADING = "### The plugin API"
+
+
+def core_imports(source: str) -> list[str]:
+    """Every import in ``source`` (at any depth, inside functions too) of a relbench
+    module other than :mod:`relbench.api`, as ``line: module``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "relbench":
+            modules = [f"relbench.{alias.name}" for alias in node.names]  # `from relbench import x`
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            modules = [node.module or ""]
+        else:
+            continue
+        found += [f"{node.lineno}: {m}" for m in modules
+                  if (m == "relbench" or m.startswith("relbench.")) and m != API]
+    return found
 
 
 def documented_names(readme: str) -> list[str]:
@@ -25,6 +47,34 @@ def undocumented(exported: list[str], documented: list[str]) -> dict[str, list[s
     """Names exported but not documented, and documented but not exported."""
     return {"not documented": sorted(set(exported) - set(documented)),
             "documented but not exported": sorted(set(documented) - set(exported))}
+
+
+def test_plugins_and_examples_import_relbench_only_through_the_api():
+    files = [p for tree in PLUGIN_TREES for p in tree.rglob("*.py")]
+    assert len(files) > 50
+    offenders = {str(p.relative_to(ROOT)): hits for p in files if (hits := core_imports(p.read_text()))}
+    assert not offenders, f"import these names from {API} instead: {offenders}"
+
+
+def test_the_import_check_sees_every_form_of_import():
+    source = textwrap.dedent("""\
+        import relbench
+        import relbench.config as config
+        from relbench.pages import Page
+        from relbench import hookimpl, precision
+        from relbench.api import Similarity
+        import relbench.api
+        from relbench import api
+        import relbench_stitching.kind
+        from relbench_encoders._common import run_batched
+        from . import sibling
+
+        def later():
+            from relbench.training import seeded_generator
+        """)
+    assert core_imports(source) == ["1: relbench", "2: relbench.config", "3: relbench.pages",
+                                    "4: relbench.hookimpl", "4: relbench.precision",
+                                    "13: relbench.training"]
 
 
 def test_every_exported_name_is_documented_and_every_documented_name_exported():

@@ -1,7 +1,7 @@
 """relbench built-in data set plugins: image, text, parallel-text and emoji data sets that
 install without a model hub, plus any ``datasets.load_dataset`` source."""
 
-from relbench import hookimpl
+from relbench.api import hookimpl
 from relbench_datasets.bible import BibleEnEs
 from relbench_datasets.digits import Digits
 from relbench_datasets.emoji_set import Emoji

@@ -21,9 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from relbench.cache import atomic_write_bytes, default_cache_root, file_sha256
-from relbench.errors import MissingAsset
-from relbench.interfaces import DataSources
+from relbench.api import DataSources, MissingAsset, atomic_write_bytes, default_cache_root, file_sha256
 
 #: bump when an extraction's code changes what it produces (invalidates the caches)
 EXTRACTION_VERSION = 1

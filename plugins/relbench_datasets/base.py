@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from relbench.interfaces import Dataset, DatasetData, DataSources, Split
+from relbench.api import DataSources, Dataset, DatasetData, Split
 from relbench_datasets.assets import fingerprint
 from relbench_datasets.sampling import require_two_classes, stratified_split, stratified_subsample
 

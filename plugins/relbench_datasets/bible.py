@@ -21,8 +21,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from relbench.errors import MissingAsset
-from relbench.interfaces import DatasetData
+from relbench.api import DatasetData, MissingAsset
 from relbench_datasets.assets import EXTRACTION_VERSION, cached_json, files_digest, package_version, sources_of
 from relbench_datasets.base import Part, PooledDataset
 

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from relbench.interfaces import DatasetData
+from relbench.api import DatasetData
 from relbench_datasets.assets import files_digest, package_file, sources_of
 from relbench_datasets.base import Part, PooledDataset
 

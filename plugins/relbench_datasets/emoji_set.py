@@ -10,8 +10,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from relbench.errors import MissingAsset
-from relbench.interfaces import DatasetData
+from relbench.api import DatasetData, MissingAsset
 from relbench_datasets.assets import EXTRACTION_VERSION, cached_array, files_digest, package_file, package_version, sources_of, system_file
 from relbench_datasets.base import Part, PooledDataset
 

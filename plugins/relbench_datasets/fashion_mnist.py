@@ -9,8 +9,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from relbench.errors import MissingAsset
-from relbench.interfaces import DatasetData
+from relbench.api import DatasetData, MissingAsset
 from relbench_datasets.assets import files_digest, package_version, sources_of
 from relbench_datasets.base import Part, SampledDataset
 

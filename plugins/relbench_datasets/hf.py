@@ -9,8 +9,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from relbench.errors import ConfigError, MissingAsset
-from relbench.interfaces import DatasetData
+from relbench.api import ConfigError, DatasetData, MissingAsset
 from relbench_datasets.assets import package_version
 from relbench_datasets.base import Part, PooledDataset
 

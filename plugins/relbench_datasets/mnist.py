@@ -10,8 +10,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from relbench.errors import MissingAsset
-from relbench.interfaces import DatasetData
+from relbench.api import DatasetData, MissingAsset
 from relbench_datasets.assets import cache_dir, files_digest, package_file, sources_of
 from relbench_datasets.base import Part, PooledDataset
 

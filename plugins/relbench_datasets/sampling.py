@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from relbench.errors import ConfigError
-from relbench.sampling import stratified_split, stratified_subsample
+from relbench.api import ConfigError, stratified_split, stratified_subsample
 
 __all__ = ["require_two_classes", "stratified_split", "stratified_subsample"]
 

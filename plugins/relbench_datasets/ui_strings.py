@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from relbench.interfaces import DatasetData
+from relbench.api import DatasetData
 from relbench_datasets.assets import files_digest, package_dir, sources_of
 from relbench_datasets.base import Part, PooledDataset
 

@@ -7,7 +7,7 @@ encoder is set up; a missing one raises :class:`relbench.errors.MissingAsset` wi
 install command.
 """
 
-from relbench import hookimpl
+from relbench.api import hookimpl
 from relbench_encoders.onnx_encoder import OnnxEncoder
 from relbench_encoders.precomputed import PrecomputedEncoder
 from relbench_encoders.text import E5Encoder, TransformersEncoder, UseEncoder

@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from relbench.cache import default_cache_root
-from relbench.errors import MissingAsset
+from relbench.api import MissingAsset, default_cache_root, progress_bar
 
 #: pip command per importable module, named in every MissingAsset message
 PIP = {
@@ -189,8 +188,6 @@ def run_batched(
     On a CUDA out-of-memory error the batch is halved and retried (down to one item).
     Shows a progress bar in samples/s.
     """
-    from relbench.interfaces import progress_bar
-
     out: list[torch.Tensor] = []
     bs = max(1, int(batch_size))
     i = 0

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from relbench.errors import MissingAsset
+from relbench.api import MissingAsset
 from relbench_datasets.bible import english_verses
 from relbench_encoders._common import package_dir, pip_command, require
 

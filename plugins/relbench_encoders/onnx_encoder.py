@@ -11,8 +11,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 
-from relbench.errors import MissingAsset
-from relbench.interfaces import Encoder, EncoderContext
+from relbench.api import Encoder, EncoderContext, MissingAsset
 from relbench_encoders._common import cache_subdir, file_sha256, package_dir, require, run_batched, to_pil_rgb
 from relbench_encoders.ort_backend import open_session
 

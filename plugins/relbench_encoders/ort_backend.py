@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from relbench.cache import atomic_write_bytes
+from relbench.api import atomic_write_bytes
 from relbench_encoders._common import file_sha256, params_hash, require
 
 log = logging.getLogger(__name__)

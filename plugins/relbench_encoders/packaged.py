@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from relbench.errors import MissingAsset
+from relbench.api import MissingAsset
 from relbench_encoders._common import cache_subdir, file_sha256, import_timm, package_dir, pip_command
 
 

@@ -10,8 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from relbench.errors import MissingAsset, UserError
-from relbench.interfaces import Encoder, EncoderContext
+from relbench.api import Encoder, EncoderContext, MissingAsset, UserError
 from relbench_encoders._common import cache_subdir, file_sha256, require
 
 

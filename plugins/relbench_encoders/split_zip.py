@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from relbench.errors import MissingAsset
+from relbench.api import MissingAsset
 from relbench_encoders._common import file_sha256
 
 

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from relbench.cache import atomic_write_bytes
-from relbench.errors import MissingAsset
+from relbench.api import MissingAsset, atomic_write_bytes
 from relbench_encoders import corpus as corpora
 from relbench_encoders._common import dist_version, package_dir, params_hash, pip_command, require
 

@@ -13,8 +13,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 
-from relbench.errors import MissingAsset
-from relbench.interfaces import Encoder, EncoderContext
+from relbench.api import Encoder, EncoderContext, MissingAsset
 from relbench_encoders import ort_backend
 from relbench_encoders._common import cache_subdir, dist_version, ensure_torchvision, file_sha256, require, run_batched
 from relbench_encoders.split_zip import SplitZipModel

@@ -10,8 +10,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 
-from relbench.errors import MissingAsset
-from relbench.interfaces import Encoder, EncoderContext, progress_bar
+from relbench.api import Encoder, EncoderContext, MissingAsset, progress_bar
 from relbench_encoders import ort_backend, packaged
 from relbench_encoders._common import cache_subdir, file_sha256, import_timm, is_cuda_oom, to_pil_rgb
 from relbench_encoders.pil_resize import reproducible, resize_crop, uint8_batch

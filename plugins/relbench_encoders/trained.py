@@ -11,8 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from relbench.interfaces import Encoder, EncoderContext
-from relbench.training import train_classifier
+from relbench.api import Encoder, EncoderContext, train_classifier
 from relbench_encoders._common import params_hash, to_pil_rgb
 
 

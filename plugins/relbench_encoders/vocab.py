@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from relbench.interfaces import Dataset, DatasetData, Split
+from relbench.api import Dataset, DatasetData, Split
 from relbench_datasets.assets import cached_json
 from relbench_encoders import corpus as corpora
 from relbench_encoders._common import cache_subdir, params_hash

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 
-from relbench.interfaces import Encoder, EncoderContext, progress_bar
+from relbench.api import Encoder, EncoderContext, progress_bar
 from relbench_encoders import corpus as corpora
 from relbench_encoders._common import cache_subdir
 from relbench_encoders.tables import TABLES, WordTable, get_table, table_fingerprint

@@ -9,7 +9,7 @@ The pure functions :func:`fps_indices` and :func:`irp_translate` are importable 
 outside the runner.
 """
 
-from relbench import hookimpl
+from relbench.api import hookimpl
 from relbench_irp.fps import FPSSelector, fps_indices
 from relbench_irp.quality import TranslationQuality
 from relbench_irp.scale import ScaleInvariance

@@ -16,8 +16,7 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
-from relbench.interfaces import AnchorContext, AnchorSelector, Anchors
-from relbench.training import seeded_generator
+from relbench.api import AnchorContext, AnchorSelector, Anchors, seeded_generator
 
 
 def greedy_fps(

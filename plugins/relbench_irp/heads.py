@@ -19,7 +19,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from relbench.training import fit_reference_head, head_settings, train_classifier
+from relbench.api import fit_reference_head, head_settings, train_classifier
 
 HeadKind = Literal["reference", "mlp"]
 ACTIVATIONS = ("cos", "relu", "tanh")

@@ -11,11 +11,8 @@ import torch
 import torch.nn.functional as F
 from tabulate import tabulate
 
-from relbench.config import Task
-from relbench.interfaces import ResultRow, TaskKind, TaskRunAPI, UnitKey
-from relbench.pages import Page, arrow, directions, fmt
-from relbench.uncertainty import fmt_interval, seed_interval
-from relbench.training import seeded_generator
+from relbench.api import (Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions, fmt, fmt_interval,
+                          seed_interval, seeded_generator)
 from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise
 
 #: the metrics drawn as ω × δ heatmaps

@@ -11,11 +11,8 @@ import torch
 import torch.nn.functional as F
 from tabulate import tabulate
 
-from relbench.config import Task
-from relbench.interfaces import USES, Bank, ResultRow, TaskKind, TaskRunAPI, UnitKey
-from relbench.pages import Page, arrow, directions, fmt
-from relbench.uncertainty import fmt_interval, seed_interval
-from relbench.training import predict_logits, train_classifier
+from relbench.api import (USES, Bank, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions, fmt,
+                          fmt_interval, predict_logits, seed_interval, train_classifier)
 from relbench_irp.heads import ACTIVATIONS, mlp_head
 from relbench_irp.quality import sample_ids
 from relbench_irp.translate import TargetDecoder, centre_normalise

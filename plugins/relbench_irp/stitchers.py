@@ -11,8 +11,8 @@ from typing import Any, ClassVar, Literal
 import torch
 import torch.nn.functional as F
 
-from relbench.interfaces import Bank, Diagnostic, FitContext, Prediction, StitchSide, Stitcher
-from relbench.training import head_key, head_settings, predict_logits
+from relbench.api import (Bank, Diagnostic, FitContext, Prediction, StitchSide, Stitcher, head_key, head_settings,
+                          predict_logits)
 from relbench_irp.heads import HeadKind, fit_absolute_head, head_variant
 from relbench_irp.maps import AffineMap, Scaling, ScaledAnchors, augmented_pinv, procrustes_join
 from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise, centred_anchors

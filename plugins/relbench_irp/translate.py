@@ -37,7 +37,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from relbench.interfaces import Diagnostic
+from relbench.api import Diagnostic
 from relbench_irp.fps import fps_indices
 
 PinvKind = Literal["plain", "ridge"]

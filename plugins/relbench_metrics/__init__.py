@@ -1,7 +1,7 @@
 """relbench built-in plugins: classification metrics, and the pure retrieval and
 correlation functions (Jaccard@k, MRR, Pearson r) that task kinds compute themselves."""
 
-from relbench import hookimpl
+from relbench.api import hookimpl
 from relbench_metrics.classification import MAE, MSE, Accuracy, MacroF1, WeightedF1
 from relbench_metrics.retrieval import (jaccard_at_k, jaccard_per_item, mrr, pearson_r, reciprocal_ranks,
                                        top_k_neighbours)

@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from relbench.interfaces import Metric
+from relbench.api import Metric
 
 
 def _as_indices(y: np.ndarray) -> np.ndarray:

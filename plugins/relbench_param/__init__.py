@@ -9,7 +9,7 @@ representations via adaptive matrices").
 The losses themselves are pure functions in :mod:`relbench_param.losses`.
 """
 
-from relbench import hookimpl
+from relbench.api import hookimpl
 from relbench_param.regularizers import AlignUniformRegularizer, BarlowTwinsRegularizer, SoftJaccardRegularizer
 from relbench_param.selector import PARAMSelector
 from relbench_param.wip import WhitenedInnerProduct

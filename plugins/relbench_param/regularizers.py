@@ -23,7 +23,7 @@ from typing import ClassVar
 
 import torch
 
-from relbench.interfaces import Regularizer, RegularizerBatch
+from relbench.api import Regularizer, RegularizerBatch
 from relbench_param.losses import align_uniform, barlow_twins, soft_jaccard
 
 

@@ -12,9 +12,8 @@ from typing import ClassVar, Literal
 import numpy as np
 import torch
 
-from relbench.interfaces import AnchorContext, AnchorSelector, Anchors, Bank, Similarity
-from relbench.precision import autocast
-from relbench.training import minibatches, seeded_generator
+from relbench.api import (AnchorContext, AnchorSelector, Anchors, Bank, Similarity, autocast, minibatches,
+                          seeded_generator)
 from relbench_param.losses import (
     alignment,
     anchor_cohesion,

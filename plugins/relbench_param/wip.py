@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 
 import torch
 
-from relbench.interfaces import Similarity, Tunable
+from relbench.api import Similarity, Tunable
 
 #: the value of ``lam`` that asks for the analytic Ledoit–Wolf shrinkage
 LEDOIT_WOLF = "ledoit-wolf"

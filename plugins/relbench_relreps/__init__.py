@@ -2,7 +2,7 @@
 enable zero-shot latent space communication": relative projections, anchor selectors,
 relative/absolute decoders and the paper's non-classification task kinds."""
 
-from relbench import hookimpl
+from relbench.api import hookimpl
 from relbench_relreps.selectors import OODAnchors, ParallelAnchors, RandomAnchors, StratifiedAnchors
 from relbench_relreps.similarities import L1, Angular, Concat, Cosine, Euclidean
 from relbench_relreps.stitchers import AbsoluteDecoder, NonStitched, RelativeDecoder

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from relbench import precision
-from relbench.interfaces import Regularizer, RegularizerBatch, Similarity
-from relbench.training import NonFinite, HeadSettings, finish_training, minibatches, seeded_generator, train_loop
+from relbench.api import (HeadSettings, NonFinite, Regularizer, RegularizerBatch, Similarity, autocast, finish_training,
+                          minibatches, seeded_generator, train_loop)
 
 #: the adapter's default decay weight towards the identity (see :class:`Adapter`)
 ADAPTER_DECAY = 0.1
@@ -188,7 +187,7 @@ def train_relative_with_regularizers(
         regularizers = [r.prepared(shown, steps) for r in regularizers]
 
     def step_loss(idx: torch.Tensor) -> torch.Tensor:
-        with precision.autocast(device):
+        with autocast(device):
             batch = batch_of(idx)
             loss = nn.functional.cross_entropy(head(batch.relative[encoder]), batch.labels)
             return sum((_checked(reg, reg.loss(batch), adapter, encoder) for reg in regularizers), loss)

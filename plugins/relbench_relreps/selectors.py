@@ -10,9 +10,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from relbench.errors import ConfigError
-from relbench.interfaces import AnchorContext, AnchorSelector, Anchors
-from relbench.training import seeded_generator
+from relbench.api import AnchorContext, AnchorSelector, Anchors, ConfigError, seeded_generator
 
 
 def _check_count(selector: str, k: int, available: int, pool: str) -> None:

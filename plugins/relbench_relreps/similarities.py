@@ -10,7 +10,7 @@ from typing import ClassVar
 import torch
 from torch.nn import functional as F
 
-from relbench.interfaces import Similarity
+from relbench.api import Similarity
 
 
 def cosine_matrix(X: torch.Tensor, A: torch.Tensor, center: bool = False) -> torch.Tensor:

@@ -8,9 +8,8 @@ from typing import ClassVar
 
 import torch
 
-from relbench.interfaces import Diagnostic, FitContext, NotAchievable, Prediction, StitchSide, Stitcher
-from relbench.training import predict_logits, train_classifier
-from relbench.training import fit_reference_head, head_key, head_settings, validate_head_params
+from relbench.api import (Diagnostic, FitContext, NotAchievable, Prediction, StitchSide, Stitcher, fit_reference_head,
+                          head_key, head_settings, predict_logits, train_classifier, validate_head_params)
 from relbench_relreps.heads import ADAPTER_DECAY, AdaptedRelative, train_relative_with_regularizers
 
 _HEAD_PARAMS_DOC = """

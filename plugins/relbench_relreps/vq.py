@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from relbench.interfaces import Similarity, Tunable
+from relbench.api import Similarity, Tunable
 
 
 class Dendrogram:

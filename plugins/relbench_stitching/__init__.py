@@ -4,7 +4,7 @@ Registered through the same ``relbench`` entry-point group as every other plugin
 harness knows no task kind by name.
 """
 
-from relbench import hookimpl
+from relbench.api import hookimpl
 from relbench_stitching.kind import Combination, Stitching, expand_grid
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from relbench.uncertainty import Draws, bootstrap_columns, indistinguishable, with_samples
+from relbench.api import Draws, bootstrap_columns, indistinguishable, with_samples
 
 #: the columns that make a combination (the page's grid)
 COMBO = ["selector", "similarity", "stitcher", "regularizer"]

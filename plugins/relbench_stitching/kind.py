@@ -34,14 +34,9 @@ import torch
 
 import pandas as pd
 
-from relbench.config import EncoderSpec, PluginSpec, Task
-from relbench.errors import UserError
-from relbench.interfaces import (DatasetData, FitContext, NotAchievable, ResultRow, StitchSide, TaskKind, TaskRunAPI,
-                                 UnitKey)
-from relbench.pages import Page
-from relbench.rows import metric_row
-from relbench.samples import predictions
-from relbench.tuning import Candidate, candidates, choose
+from relbench.api import (Candidate, DatasetData, EncoderSpec, FitContext, NotAchievable, Page, PluginSpec, ResultRow,
+                          StitchSide, Task, TaskKind, TaskRunAPI, UnitKey, UserError, candidates, choose, metric_row,
+                          per_sample_predictions)
 from relbench_stitching import page as pages
 
 NONE = "-"
@@ -373,7 +368,7 @@ def _evaluate(stitcher, source: StitchSide, metrics, extra: dict) -> list[Result
     y_true = source.test.labels.cpu().numpy()
     y_pred = pred.logits.argmax(dim=1).cpu().numpy()
     rows = [metric_row(label, metric, y_true, y_pred, cell=cell, extra=extra) for label, metric in metrics]
-    rows[0].per_sample = predictions(source.test.ids, y_true, y_pred)
+    rows[0].per_sample = per_sample_predictions(source.test.ids, y_true, y_pred)
     rows += [ResultRow(metric=name, value=float(d.value), direction=d.direction, cell=cell, extra=extra)
              for name, d in pred.extras.items() if d.value is not None and np.isfinite(d.value)]
     return rows

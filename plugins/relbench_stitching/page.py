@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
-from relbench.pages import Page, arrow, directions, fmt, lower_is_better, slug
-from relbench.uncertainty import bootstrap_columns, fmt_interval, method_note, with_samples
+from relbench.api import (Page, arrow, bootstrap_columns, directions, fmt, fmt_interval, lower_is_better, method_note,
+                          slug, with_samples)
 from relbench_stitching.intervals import CELL, COMBO, add_intervals, combination_draws
 
 

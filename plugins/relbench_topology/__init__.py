@@ -2,7 +2,7 @@
 topological and geometric perspectives": the robust cosine and topological
 densification."""
 
-from relbench import hookimpl
+from relbench.api import hookimpl
 from relbench_topology.regularizer import Topological
 from relbench_topology.robust import RobustCosine
 

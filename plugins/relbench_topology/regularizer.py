@@ -10,7 +10,7 @@ from typing import ClassVar, Literal
 
 import torch
 
-from relbench.interfaces import Diagnostic, Regularizer, RegularizerBatch, Tunable
+from relbench.api import Diagnostic, Regularizer, RegularizerBatch, Tunable
 from relbench_topology.persistence import class_death_times, death_times_per_class
 
 PLACES = ("before", "after")

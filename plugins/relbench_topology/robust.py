@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 import torch
 from torch.nn import functional as F
 
-from relbench.interfaces import Similarity
+from relbench.api import Similarity
 
 
 @dataclass

@@ -7,8 +7,7 @@ from typing import ClassVar
 
 import torch
 
-from relbench import hookimpl
-from relbench.interfaces import Similarity
+from relbench.api import Similarity, hookimpl
 
 
 @dataclass

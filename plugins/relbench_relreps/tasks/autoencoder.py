@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from relbench.training import seeded_generator
+from relbench.api import seeded_generator
 from relbench_relreps.similarities import cosine_matrix
 
 

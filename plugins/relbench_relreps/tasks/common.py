@@ -10,10 +10,7 @@ import pandas as pd
 import torch
 from tabulate import tabulate
 
-from relbench.config import PluginSpec
-from relbench.interfaces import AnchorContext, Anchors
-from relbench.pages import arrow, directions
-from relbench.uncertainty import bootstrap_columns
+from relbench.api import AnchorContext, Anchors, PluginSpec, arrow, bootstrap_columns, directions
 
 
 def specs_or_default(specs: Sequence[PluginSpec], interface: str, cls: type) -> list[PluginSpec]:

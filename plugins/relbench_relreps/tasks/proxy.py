@@ -10,10 +10,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from relbench.config import PluginSpec, Task
-from relbench.interfaces import Bank, ResultRow, TaskKind, TaskRunAPI, UnitKey
-from relbench.pages import Page
-from relbench.training import predict_logits, train_classifier
+from relbench.api import (Bank, Page, PluginSpec, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, predict_logits,
+                          train_classifier)
 from relbench_metrics import pearson_r
 from relbench_relreps.selectors import RandomAnchors
 from relbench_relreps.similarities import Cosine

@@ -11,11 +11,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from relbench.config import Task
-from relbench.errors import ConfigError
-from relbench.interfaces import ResultRow, TaskKind, TaskRunAPI, UnitKey
-from relbench.pages import Page, arrow, directions
-from relbench.training import seeded_generator
+from relbench.api import (ConfigError, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions,
+                          seeded_generator)
 from relbench_relreps.selectors import RandomAnchors
 from relbench_relreps.tasks.autoencoder import stitch, train_autoencoder
 from relbench_relreps.tasks.common import select_without_banks, specs_or_default, summary_table, without_failures

@@ -9,11 +9,7 @@ from typing import ClassVar
 import pandas as pd
 import torch
 
-from relbench.config import Task
-from relbench.interfaces import Bank, ResultRow, TaskKind, TaskRunAPI, UnitKey
-from relbench.pages import Page
-from relbench.training import seeded_generator
-from relbench.samples import values as per_word_record
+from relbench.api import Bank, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, per_sample_values, seeded_generator
 from relbench_metrics import jaccard_per_item, reciprocal_ranks
 from relbench_relreps.selectors import RandomAnchors
 from relbench_relreps.similarities import Cosine
@@ -124,7 +120,7 @@ class WordNeighbourhoods(TaskKind):
             per_word = {jac: jaccard_per_item(spaces[s], spaces[t], self.k),
                         rr: reciprocal_ranks(spaces[s], spaces[t], self.k)}
             rows += [ResultRow(metric=m, value=float(v.mean()), direction="higher", cell=cell, extra=extra,
-                               per_sample=per_word_record(words, v)) for m, v in per_word.items()]
+                               per_sample=per_sample_values(words, v)) for m, v in per_word.items()]
         return rows
 
     def claim_rows(self, results: pd.DataFrame) -> pd.DataFrame:
