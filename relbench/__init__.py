@@ -1,7 +1,8 @@
 """relbench: a plugin-based benchmark suite for latent space communication.
 
 Plugins implement the interfaces in :mod:`relbench.interfaces` and make them known
-through the hooks in :mod:`relbench.hookspecs`, marked with :data:`hookimpl`.
+through the hooks in :mod:`relbench.hookspecs`, marked with :data:`hookimpl`. They import
+all they use from :mod:`relbench.api`, the stable public surface for plugin authors.
 """
 
 from importlib.metadata import PackageNotFoundError, version
