@@ -6,6 +6,10 @@ only, never part of a plugin's identity."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -15,6 +19,8 @@ import torch
 from relbench.interfaces import INVARIANCES, Similarity
 from relbench.testing import check_similarity, spec
 from relbench_relreps.similarities import L1, Cosine
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "relbench-plugin-example"
 
 #: every registered similarity → the parameter settings checked (each a separate case)
 CASES = {
@@ -151,3 +157,14 @@ class Wrong(Cosine):
 def test_a_broken_similarity_is_caught(broken, message):
     with pytest.raises(AssertionError, match=message):
         check_similarity(broken)
+
+
+def test_the_example_package_runs_the_kit_in_its_own_tests_as_the_readme_shows():
+    readme = (EXAMPLE.parents[1] / "README.md").read_text()
+    own = (EXAMPLE / "tests" / "test_conformance.py").read_text()
+    assert own in readme
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(EXAMPLE.parents[1]), str(EXAMPLE)]),
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(EXAMPLE / "tests")],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout + done.stderr
