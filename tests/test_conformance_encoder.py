@@ -59,7 +59,11 @@ def test_every_registered_encoder_has_a_case(registry):
     assert set(registry.names("encoder")) == {case.split("/")[0] for case in CASES}
 
 
-@pytest.mark.parametrize("case", CASES)
+#: the cases that load pretrained weights or train a table (marked slow, as elsewhere)
+SLOW = {"word-vectors", "word-vectors/word2vec", "bag-of-vectors", "e5", "use", "transformers", "onnx"}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in CASES])
 def test_the_registered_encoder_passes(registry, case, tmp_path):
     params, view = CASES[case]
     if case == "precomputed":
@@ -69,6 +73,7 @@ def test_the_registered_encoder_passes(registry, case, tmp_path):
     check_encoder(registry.get("encoder", case.split("/")[0])(**params), context(view, tmp_path))
 
 
+@pytest.mark.slow
 def test_a_declared_width_is_checked_and_a_width_parameter_is_not(registry, tmp_path):
     """e5 declares ``dim: ClassVar[int] = 384``; word-vectors' ``dim`` parameter sets the
     width of gensim tables only (GloVe stays 50-d), so it declares nothing."""
