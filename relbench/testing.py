@@ -17,9 +17,9 @@ classes, without a tasks file::
 **Conformance kit.** One check per interface, in the manner of scikit-learn's
 ``check_estimator``: each runs a plugin instance on tiny synthetic data (or, for data sets
 and encoders, on what the author gives it) and raises ``AssertionError`` saying what
-failed, on which input, and how to fix it. A check works on fresh instances built from
-the plugin's parameters (``type(plugin)(**plugin.params())``), so state left by one call
-never hides a fault of the next:
+failed, on which input, and how to fix it. A check that repeats a call makes it on a
+fresh instance built from the plugin's parameters (``type(plugin)(**plugin.params())``),
+so state left by one call never hides a fault of the next:
 
 * :func:`check_similarity`: ``n × k`` finite, deterministic, refitted cleanly, inductive
   unless it says otherwise, and keeping the :attr:`~relbench.interfaces.Similarity.invariances`
