@@ -60,7 +60,8 @@ from relbench.rows import metric_row
 from relbench.samples import predictions as per_sample_predictions
 from relbench.samples import values as per_sample_values
 from relbench.sampling import stratified_split, stratified_subsample
-from relbench.testing import TaskRunDouble, check_metric, make_task, spec
+from relbench.testing import (TaskRunDouble, check_anchor_selector, check_dataset, check_encoder, check_metric,
+                              check_regularizer, check_similarity, check_stitcher, check_task_kind, make_task, spec)
 from relbench.training import (
     HeadSettings,
     NonFinite,
@@ -175,7 +176,14 @@ __all__ = [
     "file_sha256",
     # the conformance kit (relbench.testing)
     "TaskRunDouble",
+    "check_anchor_selector",
+    "check_dataset",
+    "check_encoder",
     "check_metric",
+    "check_regularizer",
+    "check_similarity",
+    "check_stitcher",
+    "check_task_kind",
     "make_task",
     "spec",
 ]

@@ -416,6 +416,12 @@ class AnchorSelector(Plugin, ABC):
 # --------------------------------------------------------------------------------------
 
 
+#: the invariances a :class:`Similarity` may declare: a random ``orthogonal`` map, an
+#: isotropic rescaling (``scale``), a ``translation`` and a ``permutation`` of the
+#: embedding dimensions
+INVARIANCES: tuple[str, ...] = ("orthogonal", "scale", "translation", "permutation")
+
+
 class Similarity(Plugin, ABC):
     """A relative projection: ``(X, A) → rel`` (``n × k``), differentiable.
 
@@ -430,6 +436,12 @@ class Similarity(Plugin, ABC):
     """
 
     interface: ClassVar[str] = "similarity"
+    #: the transforms of a bank, applied to its embeddings and anchors alike (and to the
+    #: rows it is fitted on), that leave its relative features unchanged for every value
+    #: of its parameters: any of :data:`INVARIANCES`. Documentation that
+    #: :func:`relbench.testing.check_similarity` verifies; not part of the plugin's
+    #: identity (a class attribute, not a parameter)
+    invariances: ClassVar[frozenset[str]] = frozenset()
 
     def fit(self, X: torch.Tensor) -> None:
         """Fit per-bank statistics on the training embeddings (default: none)."""
@@ -871,6 +883,7 @@ INTERFACES: Mapping[str, type[Plugin]] = {
 
 __all__ = [
     "INTERFACES",
+    "INVARIANCES",
     "AnchorContext",
     "AnchorSelector",
     "Anchors",

@@ -75,6 +75,7 @@ class WhitenedInnerProduct(Similarity):
     """
 
     name: ClassVar[str] = "wip"
+    invariances: ClassVar[frozenset[str]] = frozenset({"orthogonal", "scale", "translation", "permutation"})
     version: ClassVar[str] = "2"
     tunable: ClassVar[dict[str, Tunable]] = {
         "lam": Tunable(values=(0.1, 0.3, 0.6, 0.9, LEDOIT_WOLF),

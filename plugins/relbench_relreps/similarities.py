@@ -37,6 +37,8 @@ class Cosine(Similarity):
     """
 
     name: ClassVar[str] = "cosine"
+    #: with ``center`` translations too (not with every parameter value, so not declared)
+    invariances: ClassVar[frozenset[str]] = frozenset({"orthogonal", "scale", "permutation"})
     center: bool = False
 
     def project(self, X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
@@ -60,6 +62,8 @@ class Angular(Similarity):
     """
 
     name: ClassVar[str] = "angular"
+    #: with ``center`` translations too (not with every parameter value, so not declared)
+    invariances: ClassVar[frozenset[str]] = frozenset({"orthogonal", "scale", "permutation"})
     center: bool = False
     eps: float = 1e-6
 
@@ -85,6 +89,7 @@ class Euclidean(Similarity):
     """
 
     name: ClassVar[str] = "euclidean"
+    invariances: ClassVar[frozenset[str]] = frozenset({"orthogonal", "translation", "permutation"})
 
     def project(self, X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
         """``n × k`` negative Euclidean distances."""
@@ -157,6 +162,7 @@ class L1(Similarity):
     """
 
     name: ClassVar[str] = "l1"
+    invariances: ClassVar[frozenset[str]] = frozenset({"translation", "permutation"})
     version: ClassVar[str] = "2"  # blockwise sums: cdist's values up to float rounding
 
     def project(self, X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
@@ -194,6 +200,8 @@ class Concat(Similarity):
     """
 
     name: ClassVar[str] = "concat"
+    #: what every choice of parts keeps (each part keeps its own besides)
+    invariances: ClassVar[frozenset[str]] = frozenset({"permutation"})
     version: ClassVar[str] = "2"  # its l1 part sums blocks (L1 version 2)
     parts: list[str] = field(default_factory=lambda: ["cosine", "euclidean", "l1", "angular"])
     standardise: bool = True

@@ -104,6 +104,7 @@ class VQCosine(Similarity):
     """
 
     name: ClassVar[str] = "vq-cosine"
+    invariances: ClassVar[frozenset[str]] = frozenset({"orthogonal", "scale", "permutation"})
     version: ClassVar[str] = "3"  # one scipy tree per bank, cut per threshold (same clusters as before)
     tunable: ClassVar[dict[str, Tunable]] = {
         "threshold_quantile": Tunable(values=(0.1, 0.05, 0.2),

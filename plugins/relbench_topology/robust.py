@@ -50,6 +50,7 @@ class RobustCosine(Similarity):
     """
 
     name: ClassVar[str] = "robust-cosine"
+    invariances: ClassVar[frozenset[str]] = frozenset({"scale", "translation", "permutation"})
     statistics: Literal["train", "batch"] = "train"
     eps: float = 1e-5
 

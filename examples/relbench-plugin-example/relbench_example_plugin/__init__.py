@@ -21,6 +21,7 @@ class GaussianKernel(Similarity):
     """
 
     name: ClassVar[str] = "gaussian-kernel"
+    invariances: ClassVar[frozenset[str]] = frozenset({"orthogonal", "scale", "translation", "permutation"})
     bandwidth: float = 1.0
 
     def __post_init__(self):
