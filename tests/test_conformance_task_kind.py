@@ -14,22 +14,9 @@ from sklearn.datasets import load_digits
 
 from relbench.interfaces import Bank, DatasetData, ResultRow, Split, TaskKind
 from relbench.testing import check_task_kind, spec
+from test_core_sharing import _banks as blob_banks  # encoders a and b (a rotation of a), 4 classes in 12 dims
 
 CLASSES = DatasetData("blobs", {}, [f"c{i}" for i in range(4)], {"x": "image"}, "blobs")
-
-
-def blob_banks() -> dict[str, dict[str, Bank]]:
-    """Encoders ``a`` and ``b`` (a rotation of ``a``) of 4 classes in 12 dimensions."""
-    g = torch.Generator().manual_seed(0)
-    centres = 3 * torch.randn(4, 12, generator=g)
-    Q = torch.linalg.qr(torch.randn(12, 12, generator=g))[0]
-    banks = {}
-    for split, n in (("train", 160), ("validation", 40), ("test", 80)):
-        y = torch.arange(n) % 4
-        X = centres[y] + torch.randn(n, 12, generator=g)
-        ids = [f"{split}{i}" for i in range(n)]
-        banks[split] = {"a": Bank("a", split, X, ids, y), "b": Bank("b", split, X @ Q, ids, y)}
-    return banks
 
 
 def word_banks() -> dict[str, dict[str, Bank]]:
