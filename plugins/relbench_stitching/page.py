@@ -120,7 +120,7 @@ def held_out_section(df: pd.DataFrame, metric: str, page: Page) -> str:
     stitched = (d["source"] != d["target"]) & ~is_reference(d)
     combo = pd.Series([combo_label(r) for _, r in d.iterrows()], index=d.index)
     combos = list(pd.unique(combo[stitched]))
-    own = d["stitcher"] == "non-stitched"
+    own = is_reference(d) & (d["source"] == d["target"])  # by the stitcher's declared role, whatever its label
     columns = {f"{c} | {e}": stitched & (combo == c) & (d["source"] == e) for c in combos for e in encoders}
     columns.update({f"own | {e}": own & (d["source"] == e) for e in encoders})
     draws = bootstrap_columns(d, columns, page.metrics.get(metric))
