@@ -8,13 +8,14 @@ does not finish alone at the end). Tasks often read the same embedding banks (on
 encoder's pool of one data set), and a worker encodes every bank its task reads before
 its first unit: so a task waits while a bank it reads is neither cached nor finished by
 a running task that reads it too (:func:`next_ready`), and then reads what that task
-encoded instead of encoding it a second time. Every worker is a ``relbench run --task=…`` process with one torch
+encoded instead of encoding it a second time. Every worker is a
+``relbench run --task=…`` process with one torch
 thread: results go to per-task files, so workers never write the same file, and the
 embedding cache is written atomically. Workers record the user's own command line
 (passed in :data:`COMMAND_ENV`) in their rows, not their internal one.
 
 Cores no worker uses go to the running ones (:func:`thread_shares`): when fewer tasks
-run than there are workers (the tail of a suite, or while a data set's leader encodes),
+run than there are workers (the tail of a suite, or while the others wait for banks),
 the ``jobs`` threads are shared out among the running workers, and taken back when a
 new task starts. A worker learns its share from a file (:data:`THREADS_ENV`) and a
 SIGUSR1 (:func:`_follow_thread_share`); the share changes how fast a unit runs, not
@@ -154,7 +155,7 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
                 cmd = [sys.executable, "-m", "relbench.parallel", str(os.getpid()), "run", os.path.abspath(suite.file),
                        "--no-leaderboard", *extra_args, f"--task={_glob_escape(task.name)}"]
                 with open(log, "w") as fh:
-                    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, preexec_fn=_ignore_share_signal,
+                    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, preexec_fn=PREEXEC,
                                             env={**env, THREADS_ENV: str(_share_file(logdir, task))})
                 running.append((proc, task, log))
                 told[task.name] = 1
@@ -215,7 +216,7 @@ def _share_threads(running: list[tuple[subprocess.Popen, Task, Path]], jobs: int
         told[task.name] = shares[task.name]
         try:
             proc.send_signal(signal.SIGUSR1)
-        except (ProcessLookupError, OSError):  # it has just ended: the loop will see it
+        except OSError:  # it has just ended: the loop will see it
             pass
 
 
@@ -224,6 +225,11 @@ def _ignore_share_signal() -> None:
     :func:`_follow_thread_share` handles it (a share sent that early is read from the
     file instead, never fatal)."""
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+
+
+#: What a new worker runs before Python starts (posix: SIGUSR1 ignored; Windows has no
+#: ``preexec_fn`` and no SIGUSR1, and its workers keep one thread).
+PREEXEC = _ignore_share_signal if os.name == "posix" else None
 
 
 def _follow_thread_share() -> None:
