@@ -32,12 +32,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import torch
+import lazy_loader
 from safetensors import SafetensorError
-from safetensors.torch import load, save
 
 from relbench.errors import OutputNotWritable, UserError
 from relbench.rows import brief
+
+torch = lazy_loader.load("torch")
 
 try:
     import fcntl
@@ -139,13 +140,21 @@ def describe(meta: dict) -> str:
            f"{dims}  {mb} MB"
 
 
+def _safetensors_torch():
+    """safetensors' torch functions, imported when a tensor is first read or written
+    (they import torch; planning reads no tensor)."""
+    import safetensors.torch
+
+    return safetensors.torch
+
+
 class EmbeddingCache:
     """Embeddings on disk under ``root/embeddings``."""
 
     #: the folder under ``root`` that holds the entries
     folder = "embeddings"
-    #: the dtype :meth:`put` stores a tensor in; None: its own
-    dtype: torch.dtype | None = torch.float32
+    #: the name of the torch dtype :meth:`put` stores a tensor in; None: its own
+    dtype: str | None = "float32"
 
     def __init__(self, root: Path | None = None):
         self.root = Path(root or default_cache_root())
@@ -207,7 +216,7 @@ class EmbeddingCache:
             data = _read_regular(tensor_path)
             if hashlib.sha256(data).hexdigest() != meta["sha256"]:
                 raise ValueError("content hash mismatch")
-            X = load(data)["embeddings"]
+            X = _safetensors_torch().load(data)["embeddings"]
             if list(X.shape) != meta["shape"]:
                 raise ValueError("shape mismatch")
         except PermissionError as exc:
@@ -245,7 +254,8 @@ class EmbeddingCache:
             raise ValueError(f"identity fields {sorted(RESERVED_FIELDS & identity.keys())} are reserved for the "
                              f"cache's own metadata")
         tensor_path, meta_path = self._paths(key)
-        data = save({"embeddings": X.detach().to("cpu", self.dtype or X.dtype).contiguous()})
+        dtype = getattr(torch, self.dtype) if self.dtype else X.dtype
+        data = _safetensors_torch().save({"embeddings": X.detach().to("cpu", dtype).contiguous()})
         meta = {**identity, "key": key, "sha256": hashlib.sha256(data).hexdigest(), "shape": list(X.shape),
                 "created": time.time()}
         try:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pandas as pd
+import lazy_loader
+
+pd = lazy_loader.load("pandas")
 
 #: the significance level of the post-hoc test and the diagram
 ALPHA = 0.05

@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import lazy_loader
 import numpy as np
-import pandas as pd
-from pandas.api.types import is_scalar
+
+pd = lazy_loader.load("pandas")
 
 #: the file formats :func:`write` knows
 FORMATS = ("parquet", "csv", "jsonl")
@@ -39,7 +40,7 @@ def flatten(df: pd.DataFrame) -> pd.DataFrame:
     leaves: dict[str, list[Any]] = {}
     for i, row in enumerate(df[dict_cols].itertuples(index=False)):
         for col, value in zip(dict_cols, row):
-            if is_scalar(value) and pd.isna(value):
+            if pd.api.types.is_scalar(value) and pd.isna(value):
                 continue  # this row has nothing under that column
             for name, leaf in _leaves(str(col), value):
                 leaves.setdefault(name, [None] * len(df))[i] = leaf
@@ -83,7 +84,7 @@ def _uniform(col: pd.Series) -> pd.Series:
     boolean type when every value allows it, text when the values mix types."""
     if col.dtype != object:
         return col
-    values = [v if is_scalar(v) else json.dumps(v, default=_json_default) for v in col]
+    values = [v if pd.api.types.is_scalar(v) else json.dumps(v, default=_json_default) for v in col]
     kinds = {_kind(v) for v in values if not pd.isna(v)} or {"none"}
     if kinds == {"int", "float"}:
         kinds = {"float"}

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
+import lazy_loader
 import numpy as np
-import torch
 
 from relbench.sharing import SharedWork
 
@@ -32,6 +32,8 @@ if TYPE_CHECKING:  # only for annotations: the core modules import this one
 
     from relbench.config import PluginSpec, Task
     from relbench.pages import Page
+
+torch = lazy_loader.load("torch")
 
 #: which way a number is better: every number relbench stores declares one where it is
 #: produced (a metric's class, a stitcher's diagnostic, a task kind's row)
@@ -275,22 +277,37 @@ class Dataset(Plugin, ABC):
 # --------------------------------------------------------------------------------------
 
 
-@dataclass
 class EncoderContext:
     """What the runner tells an encoder about where and what it encodes.
 
     ``train`` is the task's training split and ``view`` the view the encoder reads, for
     encoders that learn from data (trained nets, word vectors). ``cache_dir`` is where an
-    encoder may keep converted weights or trained tables across runs.
+    encoder may keep converted weights or trained tables across runs. ``device`` is the
+    ``torch.device`` to compute on; the runner may give a function that resolves it
+    instead, called when an encoder first reads :attr:`device` (so that planning, which
+    only asks encoders for fingerprints, never imports torch to look for a GPU).
     """
 
-    device: torch.device
-    view: str
-    dataset: DatasetData
-    train: Split
-    cache_dir: Any  # pathlib.Path
-    batch_size: int = 64
-    num_workers: int = 0
+    def __init__(self, device: torch.device | Callable[[], torch.device], view: str, dataset: DatasetData,
+                 train: Split, cache_dir: Any, batch_size: int = 64, num_workers: int = 0):
+        self._device = device
+        self.view = view
+        self.dataset = dataset
+        self.train = train
+        self.cache_dir = cache_dir  # a pathlib.Path
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+
+    @property
+    def device(self) -> torch.device:
+        """The ``torch.device`` the encoder computes on."""
+        if callable(self._device):
+            self._device = self._device()
+        return self._device
+
+    def __repr__(self) -> str:
+        return (f"EncoderContext(view={self.view!r}, dataset={getattr(self.dataset, 'name', '?')!r}, "
+                f"batch_size={self.batch_size}, num_workers={self.num_workers})")
 
 
 class Encoder(Plugin, ABC):

@@ -30,8 +30,8 @@ try:
 except ImportError:  # Windows: folders are not locked
     fcntl = None
 
+import lazy_loader
 import numpy as np
-import pandas as pd
 from tabulate import tabulate
 
 from relbench import __version__, crosstask
@@ -50,6 +50,8 @@ from relbench.results import ResultStore
 from relbench.rows import TASK_ERROR
 from relbench.uncertainty import (FAILS, HOLDS, MARGIN, bootstrap_columns, fmt_interval, method_note, verdict,
                                   with_samples)
+
+pd = lazy_loader.load("pandas")
 
 
 #: the sentence every generated page carries (and by which a stale one is recognised)

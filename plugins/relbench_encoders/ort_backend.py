@@ -32,10 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
+import lazy_loader
 
 from relbench.api import atomic_write_bytes
 from relbench_encoders._common import file_sha256, params_hash, require
+
+torch = lazy_loader.load("torch")
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
+import lazy_loader
 
 from relbench.api import MissingAsset
 from relbench_encoders._common import cache_subdir, file_sha256, import_timm, package_dir, pip_command
+
+torch = lazy_loader.load("torch")
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import lazy_loader
 import numpy as np
-import torch
+
+torch = lazy_loader.load("torch")
 
 #: fixed-point precision of PIL's 8-bit resampling weights
 PRECISION_BITS = 32 - 8 - 2

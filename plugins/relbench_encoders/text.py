@@ -10,13 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+import lazy_loader
 import numpy as np
-import torch
 
 from relbench.api import Encoder, EncoderContext, MissingAsset
 from relbench_encoders import ort_backend
 from relbench_encoders._common import cache_subdir, dist_version, ensure_torchvision, file_sha256, require, run_batched
 from relbench_encoders.split_zip import SplitZipModel
+
+torch = lazy_loader.load("torch")
 
 #: names that select the packaged all-MiniLM-L6-v2
 MINILM_ALIASES = ("all-MiniLM-L6-v2", "minilm", "sentence-transformers/all-MiniLM-L6-v2")
@@ -57,18 +59,6 @@ def _pick(out: Any, outputs: Sequence[str], model: str) -> tuple[torch.Tensor, .
     if any(p is None for p in picked):
         raise ValueError(f"model {model!r} has no pooler output; use pooling: mean or cls")
     return picked
-
-
-class _Outputs(torch.nn.Module):
-    """The model called with the tokenizer's tensors (positional, in ``names`` order),
-    returning the named ``outputs`` as a tuple (the form the export takes)."""
-
-    def __init__(self, net: torch.nn.Module, names: Sequence[str], outputs: Sequence[str], model: str):
-        super().__init__()
-        self.net, self.names, self.outputs, self.model = net, tuple(names), tuple(outputs), model
-
-    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return _pick(self.net(**dict(zip(self.names, inputs))), self.outputs, self.model)
 
 
 def _with_padding(batch: dict[str, torch.Tensor], pad_id: int) -> dict[str, torch.Tensor]:
@@ -230,13 +220,15 @@ class TransformersEncoder(Encoder):
         """Export and check the graph on the first texts (onnxruntime wanted), or keep
         torch; with a session that agrees, the torch model is freed."""
         if ort_backend.wanted(self.backend, ctx.device) == "onnxruntime":
+            from relbench_encoders.torch_modules import NamedOutputs
+
             probe = ort_backend.probe_items(texts)
             batch = _with_padding(self._tokens(probe), self._tok.pad_token_id or 0)
             names = tuple(batch)
             shortest = self._tokens([min(probe, key=len)])
             mask = names.index("attention_mask")
             self._ort = ort_backend.prepare(
-                self._graph(names, ctx), _Outputs(self._net, names, self.outputs, self.model).eval(),
+                self._graph(names, ctx), NamedOutputs(self._net, names, self.outputs, self.model).eval(),
                 [tuple(batch.values()), tuple(shortest[n] for n in names)],
                 lambda outputs, inputs: self._pool(outputs, inputs[mask]), cache_subdir(ctx, "onnx"), ctx.device,
             )

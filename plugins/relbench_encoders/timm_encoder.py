@@ -7,26 +7,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+import lazy_loader
 import numpy as np
-import torch
 
 from relbench.api import Encoder, EncoderContext, MissingAsset, progress_bar
 from relbench_encoders import ort_backend, packaged
 from relbench_encoders._common import cache_subdir, file_sha256, import_timm, is_cuda_oom, to_pil_rgb
 from relbench_encoders.pil_resize import reproducible, resize_crop, uint8_batch
 
-
-class _Images(torch.utils.data.Dataset):
-    """Items → preprocessed tensors (decoding/resizing runs in DataLoader workers)."""
-
-    def __init__(self, items: Sequence[Any], transform: Any):
-        self.items, self.transform = items, transform
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, i: int) -> torch.Tensor:
-        return self.transform(to_pil_rgb(self.items[i]))
+torch = lazy_loader.load("torch")
 
 
 @dataclass(frozen=True)
@@ -83,15 +72,7 @@ class _BatchTransform:
         return torch.from_numpy((pixels - mean) / std)
 
 
-class _Features(torch.nn.Module):
-    """The net with its features as a one-element tuple (the form the export takes)."""
 
-    def __init__(self, net: torch.nn.Module):
-        super().__init__()
-        self.net = net
-
-    def forward(self, pixels: torch.Tensor) -> tuple[torch.Tensor]:
-        return (self.net(pixels),)
 
 
 @dataclass
@@ -261,8 +242,10 @@ class TimmEncoder(Encoder):
         """Export and check the graph on the first images (onnxruntime wanted), or keep
         torch; with a session that agrees, the torch net is freed."""
         if self._graph is not None:
+            from relbench_encoders.torch_modules import FeaturesTuple
+
             probe = torch.stack([self._transform(to_pil_rgb(item)) for item in ort_backend.probe_items(items)])
-            self._ort = ort_backend.prepare(self._graph, _Features(self._net).eval(), [(probe,), (probe[:1],)],
+            self._ort = ort_backend.prepare(self._graph, FeaturesTuple(self._net).eval(), [(probe,), (probe[:1],)],
                                             lambda outputs, _: outputs[0], cache_subdir(ctx, "onnx"), ctx.device)
         if self._ort is not None:
             self._net = None
@@ -297,7 +280,9 @@ class TimmEncoder(Encoder):
             for i in range(0, len(images), size):
                 yield self._batched(images[i : i + size])
             return
-        yield from torch.utils.data.DataLoader(_Images(items, self._transform), batch_size=size,
+        from relbench_encoders.torch_modules import ImageItems
+
+        yield from torch.utils.data.DataLoader(ImageItems(items, self._transform), batch_size=size,
                                                num_workers=ctx.num_workers, pin_memory=ctx.device.type == "cuda")
 
     def encode(self, items: Sequence[Any], ctx: EncoderContext) -> torch.Tensor:

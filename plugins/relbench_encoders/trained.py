@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+import lazy_loader
 import numpy as np
-import torch
-from torch import nn
 
 from relbench.api import Encoder, EncoderContext, train_classifier
 from relbench_encoders._common import params_hash, to_pil_rgb
+
+torch = lazy_loader.load("torch")
 
 
 def grey_images(items: Sequence[Any], size: int) -> torch.Tensor:
@@ -45,28 +46,6 @@ def as_inputs(items: Sequence[Any], size: int) -> torch.Tensor:
     if len(items) and _is_image(items[0]):
         return grey_images(items, size)
     return torch.as_tensor(np.stack([np.asarray(x, dtype=np.float32).reshape(-1) for x in items]))
-
-
-class _Body(nn.Module):
-    """The feature extractor of a trained encoder (output: the penultimate layer)."""
-
-    def __init__(self, arch: str, in_shape: tuple[int, ...], width: int):
-        super().__init__()
-        if arch == "cnn":
-            if len(in_shape) != 3:
-                raise ValueError("arch: cnn needs images; got feature vectors (use arch: mlp)")
-            self.net = nn.Sequential(
-                nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                nn.AdaptiveAvgPool2d(4), nn.Flatten(),
-                nn.Linear(32 * 16, width), nn.ReLU(),
-            )
-        else:
-            n_in = int(np.prod(in_shape))
-            self.net = nn.Sequential(nn.Flatten(), nn.Linear(n_in, 256), nn.ReLU(), nn.Linear(256, width), nn.ReLU())
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
 
 
 @dataclass
@@ -113,7 +92,7 @@ class TrainedEncoder(Encoder):
             raise ValueError(f"arch must be mlp or cnn, got {self.arch!r}")
         if min(self.width, self.epochs, self.batch_size, self.image_size) < 1 or self.lr <= 0:
             raise ValueError("width, epochs, batch_size, image_size and lr must be positive")
-        self._body: _Body | None = None
+        self._body: TrainedBody | None = None
         self._stats: tuple[torch.Tensor, torch.Tensor] | None = None
         self._report: dict = {}
 
@@ -136,8 +115,10 @@ class TrainedEncoder(Encoder):
             self._stats = (x.mean(0), x.std(0).clamp_min(1e-6))
         y = torch.as_tensor(np.asarray(ctx.train.labels), dtype=torch.long)
         torch.manual_seed(self.seed)
-        body = _Body(self.arch, tuple(x.shape[1:]), self.width)
-        model = nn.Sequential(body, nn.Linear(self.width, int(y.max()) + 1)).to(ctx.device)
+        from relbench_encoders.torch_modules import TrainedBody
+
+        body = TrainedBody(self.arch, tuple(x.shape[1:]), self.width)
+        model = torch.nn.Sequential(body, torch.nn.Linear(self.width, int(y.max()) + 1)).to(ctx.device)
         train_classifier(model, self._standardise(x).to(ctx.device), y, epochs=self.epochs, lr=self.lr,
                          batch_size=self.batch_size, seed=self.seed)
         self._body = body.eval()
@@ -146,7 +127,7 @@ class TrainedEncoder(Encoder):
         if test is not None and test.labels is not None:
             self._report["test_accuracy"] = self._accuracy(model, test, ctx)
 
-    def _accuracy(self, model: nn.Module, split, ctx: EncoderContext) -> float:
+    def _accuracy(self, model: torch.nn.Module, split, ctx: EncoderContext) -> float:
         """The trained classifier's own accuracy on ``split`` (reported, never used to choose)."""
         x = self._standardise(as_inputs(split.views[ctx.view], self.image_size))
         with torch.inference_mode():

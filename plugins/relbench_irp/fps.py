@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
-import torch.nn.functional as F
+import lazy_loader
 
 from relbench.api import AnchorContext, AnchorSelector, Anchors, seeded_generator
+
+torch = lazy_loader.load("torch")
 
 
 def greedy_fps(
@@ -62,14 +63,14 @@ def fps_indices(X: torch.Tensor, delta: float, seed: int, max_count: int | None 
     The returned rows are pairwise at least ``delta`` apart; the same ``seed`` gives the
     same picks. ``delta = 0`` keeps every row (up to ``max_count``).
     """
-    Xn = F.normalize(X, dim=1)
+    Xn = torch.nn.functional.normalize(X, dim=1)
     return greedy_fps(len(Xn), lambda i: abs_cosine_distance(Xn, i), delta, seed, max_count)
 
 
 def multi_bank_fps(banks: Sequence[torch.Tensor], delta: float, seed: int, max_count: int | None = None) -> torch.Tensor:
     """FPS over parallel candidate rows of several banks, the distance being the mean of
     the banks' ``1 − |cos|`` distances (one bank gives :func:`fps_indices`)."""
-    normed = [F.normalize(X, dim=1) for X in banks]
+    normed = [torch.nn.functional.normalize(X, dim=1) for X in banks]
 
     def distance_to(i: int) -> torch.Tensor:
         return torch.stack([abs_cosine_distance(Xn, i).to(normed[0].device) for Xn in normed]).mean(dim=0)

@@ -16,27 +16,23 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
-from torch import nn
+import lazy_loader
 
 from relbench.api import fit_reference_head, head_settings, train_classifier
+
+torch = lazy_loader.load("torch")
 
 HeadKind = Literal["reference", "mlp"]
 ACTIVATIONS = ("cos", "relu", "tanh")
 
 
-class Cos(nn.Module):
-    """Element-wise cosine activation (IRP Figure 4's non-monotone case)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cos(x)
-
-
-def mlp_head(in_dim: int, hidden: int, num_classes: int, activation: str = "relu") -> nn.Sequential:
+def mlp_head(in_dim: int, hidden: int, num_classes: int, activation: str = "relu") -> torch.nn.Sequential:
     """Two hidden layers, no normalisation (IRP §4.2)."""
-    act = {"cos": Cos, "relu": nn.ReLU, "tanh": nn.Tanh}[activation]
-    return nn.Sequential(nn.Linear(in_dim, hidden), act(), nn.Linear(hidden, hidden), act(),
-                         nn.Linear(hidden, num_classes))
+    from relbench_irp.cos_activation import Cos
+
+    act = {"cos": Cos, "relu": torch.nn.ReLU, "tanh": torch.nn.Tanh}[activation]
+    return torch.nn.Sequential(torch.nn.Linear(in_dim, hidden), act(), torch.nn.Linear(hidden, hidden), act(),
+                               torch.nn.Linear(hidden, num_classes))
 
 
 def fit_absolute_head(
@@ -54,7 +50,7 @@ def fit_absolute_head(
     activation: str = "relu",
     text_relu: bool = False,
     evaluation: str = "inductive",
-) -> nn.Module:
+) -> torch.nn.Module:
     """Train a head of ``kind`` on absolute embeddings ``X`` (labels ``y``), seeded.
 
     ``epochs``/``lr`` of ``None`` take the modality's reference defaults (the same for
@@ -69,7 +65,7 @@ def fit_absolute_head(
         return fit_reference_head(X, y, settings, num_classes=num_classes, seed=seed, evaluation=evaluation)
     torch.manual_seed(seed)
     if kind == "reference":
-        head = nn.Sequential(settings.build(X.shape[1], num_classes, X.device), nn.ReLU())
+        head = torch.nn.Sequential(settings.build(X.shape[1], num_classes, X.device), torch.nn.ReLU())
     else:
         head = mlp_head(X.shape[1], hidden, num_classes, activation).to(X.device)
     return train_classifier(head, X, y.long(), epochs=settings.epochs, lr=settings.lr,

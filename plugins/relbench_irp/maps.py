@@ -24,7 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import torch
+import lazy_loader
+
+torch = lazy_loader.load("torch")
 
 Scaling = Literal["standard", "center", "none"]
 

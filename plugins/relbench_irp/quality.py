@@ -5,15 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+import lazy_loader
 import numpy as np
-import pandas as pd
-import torch
-import torch.nn.functional as F
 from tabulate import tabulate
 
 from relbench.api import (Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions, fmt, fmt_interval,
                           seed_interval, seeded_generator)
 from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise
+
+pd = lazy_loader.load("pandas")
+torch = lazy_loader.load("torch")
 
 #: the metrics drawn as ω × δ heatmaps
 METRICS = ("reconstruction_cosine", "condition_number", "anchors_kept")
@@ -125,8 +126,8 @@ class TranslationQuality(TaskKind):
             scale = float((train[target].X - At.mean(dim=0)).norm(dim=1).mean())
         sources = {s: (run.realise(anchors, s), test[s].rows(ids)) for s in labels}
         rows = [] if prefix else [
-            ResultRow(metric="absolute_cosine", value=float(F.cosine_similarity(X, truth, dim=1).mean()),
-                      direction="higher", cell={"source": s})
+            ResultRow(metric="absolute_cosine", direction="higher", cell={"source": s},
+                      value=float(torch.nn.functional.cosine_similarity(X, truth, dim=1).mean()))
             for s, (_, X) in sources.items() if X.shape[1] == truth.shape[1]]
         for delta in self.deltas:
             dec = TargetDecoder.build(At, omega=max(self.omegas), delta=delta, seed=seed, pinv=self.pinv,
@@ -139,7 +140,7 @@ class TranslationQuality(TaskKind):
                     Y = dec.decode(Xs_hat, cumulative[omega - 1] / omega, self.completion)
                     cell = {"source": source, "omega": omega, "delta": delta}
                     rows.append(ResultRow(metric=prefix + "reconstruction_cosine", direction="higher", cell=cell,
-                                          value=float(F.cosine_similarity(Y, truth, dim=1).mean())))
+                                          value=float(torch.nn.functional.cosine_similarity(Y, truth, dim=1).mean())))
                     if not prefix:
                         rows += [ResultRow(metric=name, value=d.value, direction=d.direction, cell=cell)
                                  for name, d in dec.diagnostics(omega).items()]

@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import lazy_loader
 import numpy as np
-import pandas as pd
-import torch
-import torch.nn.functional as F
 from tabulate import tabulate
 
 from relbench.api import (USES, Bank, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions, fmt,
@@ -16,6 +14,9 @@ from relbench.api import (USES, Bank, Page, ResultRow, Task, TaskKind, TaskRunAP
 from relbench_irp.heads import ACTIVATIONS, mlp_head
 from relbench_irp.quality import sample_ids
 from relbench_irp.translate import TargetDecoder, centre_normalise
+
+pd = lazy_loader.load("pandas")
+torch = lazy_loader.load("torch")
 
 
 def accuracy(head: torch.nn.Module, X: torch.Tensor, y: torch.Tensor) -> float:
@@ -135,7 +136,7 @@ class ScaleInvariance(TaskKind):
 
     def _curve(self, head, X, y, cell: dict) -> list[ResultRow]:
         """``accuracy_unscaled`` on ``X`` and ``accuracy`` at every α, in ``cell``."""
-        unit = F.normalize(X, dim=1)
+        unit = torch.nn.functional.normalize(X, dim=1)
         rows = [ResultRow(metric="accuracy_unscaled", value=accuracy(head, X, y), direction="higher", cell=cell)]
         rows += [ResultRow(metric="accuracy", value=accuracy(head, unit * alpha, y), direction="higher",
                            cell={**cell, "alpha": alpha}) for alpha in self.alphas]

@@ -8,14 +8,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-import torch
-import torch.nn.functional as F
+import lazy_loader
 
 from relbench.api import (Bank, Diagnostic, FitContext, Prediction, StitchSide, Stitcher, head_key, head_settings,
                           predict_logits)
 from relbench_irp.heads import HeadKind, fit_absolute_head, head_variant
 from relbench_irp.maps import AffineMap, Scaling, ScaledAnchors, augmented_pinv, procrustes_join
 from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise, centred_anchors
+
+torch = lazy_loader.load("torch")
 
 _HEAD_DOC = """
         head: ``reference`` (the harness's reference head, shared with the absolute
@@ -44,7 +45,7 @@ def reconstruction_cosine(Y: torch.Tensor, ids: list[str], truth: Bank) -> float
     """Mean cosine between translated rows ``Y`` (of samples ``ids``) and the true target
     embeddings of the same samples, matched by id."""
     X = truth.X if list(truth.ids) == list(ids) else _rows(truth, ids)
-    return float(F.cosine_similarity(Y, X.to(Y.dtype), dim=1).mean())
+    return float(torch.nn.functional.cosine_similarity(Y, X.to(Y.dtype), dim=1).mean())
 
 
 def side_memo(side: StitchSide, key: tuple, build: Callable[[], Any]) -> Any:

@@ -34,18 +34,19 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-import torch
-import torch.nn.functional as F
+import lazy_loader
 
 from relbench.api import Diagnostic
 from relbench_irp.fps import fps_indices
+
+torch = lazy_loader.load("torch")
 
 PinvKind = Literal["plain", "ridge"]
 
 
 def centre_normalise(X: torch.Tensor, centre: torch.Tensor) -> torch.Tensor:
     """Step 1: subtract ``centre`` and L2-normalise each row."""
-    return F.normalize(X - centre, dim=1)
+    return torch.nn.functional.normalize(X - centre, dim=1)
 
 
 def centred_anchors(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -167,7 +168,7 @@ class TargetDecoder:
         if completion:
             M = orthogonal_factor(M)
         Y = Xs_hat @ M
-        return F.normalize(Y, dim=1) * self.scale + self.centre
+        return torch.nn.functional.normalize(Y, dim=1) * self.scale + self.centre
 
     def anchors_kept(self) -> list[int]:
         """Anchors left in each subspace after pruning."""

@@ -10,8 +10,10 @@ target space, which is why the absolute spaces of two different models score ≈
 
 from __future__ import annotations
 
+import lazy_loader
 import numpy as np
-import torch
+
+torch = lazy_loader.load("torch")
 
 
 def _tensor(x) -> torch.Tensor:

@@ -14,8 +14,9 @@ import itertools
 import math
 from collections.abc import Callable, Mapping
 
-import torch
-import torch.nn.functional as F
+import lazy_loader
+
+torch = lazy_loader.load("torch")
 
 
 def standardise_columns(r: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -71,7 +72,7 @@ def barlow_twins(ra: torch.Tensor, rb: torch.Tensor, lam: float = 5e-3) -> torch
 
 def hypersphere(r: torch.Tensor) -> torch.Tensor:
     """``normalise_rows(standardise_columns(r))``: relative features on the unit sphere."""
-    return F.normalize(standardise_columns(r), dim=1)
+    return torch.nn.functional.normalize(standardise_columns(r), dim=1)
 
 
 def alignment(fa: torch.Tensor, fb: torch.Tensor) -> torch.Tensor:

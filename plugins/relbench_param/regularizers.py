@@ -3,7 +3,7 @@
 PARAM trains its anchors with losses *between* banks: the same samples' relative
 features in two encoders' spaces should agree. As regularizers they act on the bank a
 relative decoder trains on: a trainable adapter (identity-initialised, decayed towards
-the identity: :class:`relbench_relreps.heads.Adapter`) sits in front of the frozen
+the identity: :class:`relbench_relreps.adapter.Adapter`) sits in front of the frozen
 encoder, and the loss pulls the adapted encoder's relative features towards those of
 every *partner* bank (the other encoders' training banks, fixed, each with its own
 anchors). Every encoder trains its own adapter this way, and a stitched source goes
@@ -21,10 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
+import lazy_loader
 
 from relbench.api import Regularizer, RegularizerBatch
 from relbench_param.losses import align_uniform, barlow_twins, soft_jaccard
+
+torch = lazy_loader.load("torch")
 
 
 def against_partners(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], batch: RegularizerBatch) -> torch.Tensor:

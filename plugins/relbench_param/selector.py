@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+import lazy_loader
 import numpy as np
-import torch
 
 from relbench.api import (AnchorContext, AnchorSelector, Anchors, Bank, Similarity, autocast, minibatches,
                           seeded_generator)
@@ -28,6 +28,8 @@ from relbench_param.losses import (
 from relbench_param.validation import Checkpoints, TransferValidation, class_codes, validation_split
 from relbench_param.wip import WhitenedInnerProduct
 from relbench_relreps.similarities import Cosine
+
+torch = lazy_loader.load("torch")
 
 #: training counts as not having moved P when no mixture logit ``P/τ`` changed by more
 #: than this (a relative change of every mixture weight below about 0.1 %)

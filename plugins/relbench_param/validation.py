@@ -6,8 +6,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import lazy_loader
 import numpy as np
-import torch
+
+torch = lazy_loader.load("torch")
 
 
 def class_codes(labels: object, n: int) -> np.ndarray | None:

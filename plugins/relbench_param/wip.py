@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-import torch
+import lazy_loader
 
 from relbench.api import Similarity, Tunable
+
+torch = lazy_loader.load("torch")
 
 #: the value of ``lam`` that asks for the analytic Ledoit–Wolf shrinkage
 LEDOIT_WOLF = "ledoit-wolf"

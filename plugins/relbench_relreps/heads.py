@@ -6,76 +6,26 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
+import lazy_loader
 
 from relbench.api import (HeadSettings, NonFinite, Regularizer, RegularizerBatch, Similarity, autocast, finish_training,
                           minibatches, seeded_generator, train_loop)
 
-#: the adapter's default decay weight towards the identity (see :class:`Adapter`)
+torch = lazy_loader.load("torch")
+
+if TYPE_CHECKING:
+    from relbench_relreps.adapter import Adapter
+
+#: the adapter's default decay weight towards the identity (see
+#: :class:`~relbench_relreps.adapter.Adapter`)
 ADAPTER_DECAY = 0.1
 #: at most this many of the first epoch's batches are shown to a regularizer's
 #: ``prepared`` hook (to measure scales such as topological densification's β)
 CALIBRATION_BATCHES = 64
-
-
-class Adapter(nn.Module):
-    """A trainable affine map ``x ↦ W x + b`` in front of a frozen encoder, started at
-    the identity (``W = I``, ``b = 0``), so that regularizers acting on the embeddings,
-    or on relative features computed from them, have something to move.
-
-    Its constraint is a decay towards the identity: the training adds
-    ``adapter_decay · (‖W − I‖²_F + ‖b‖²)`` (:meth:`penalty`) to the loss, so one
-    encoder's adapter stays close to the identity map it starts from. An orthogonality
-    constraint was the alternative; it would make the term before the projection inert
-    (distances, hence death times, are invariant under orthogonal maps and shifts).
-    """
-
-    def __init__(self, dim: int):
-        super().__init__()
-        self.linear = nn.Linear(dim, dim)
-        with torch.no_grad():
-            self.linear.weight.copy_(torch.eye(dim))
-            self.linear.bias.zero_()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear(x)
-
-    def penalty(self) -> torch.Tensor:
-        """``‖W − I‖²_F + ‖b‖²``: the squared distance of the map's parameters from the identity's."""
-        W, b = self.linear.weight, self.linear.bias
-        return (W - torch.eye(len(W), device=W.device, dtype=W.dtype)).pow(2).sum() + b.pow(2).sum()
-
-    @contextlib.contextmanager
-    def decaying(self, weight: float) -> Iterator[None]:
-        """While open, every backward pass that reaches the adapter adds the gradient of
-        ``weight · penalty()``, ``2·weight·(W − I)`` and ``2·weight·b``, to the
-        parameters' gradients, in place once they are accumulated: the same update as
-        adding the penalty to the loss, without building ``W − I`` and its backward
-        (two ``d × d`` temporaries) at every step."""
-        def decay_weight(W: torch.Tensor) -> None:
-            W.grad.add_(W.detach(), alpha=2 * weight)
-            W.grad.diagonal().sub_(2 * weight)
-
-        def decay_bias(b: torch.Tensor) -> None:
-            b.grad.add_(b.detach(), alpha=2 * weight)
-
-        handles = [self.linear.weight.register_post_accumulate_grad_hook(decay_weight),
-                   self.linear.bias.register_post_accumulate_grad_hook(decay_bias)]
-        try:
-            yield
-        finally:
-            for handle in handles:
-                handle.remove()
-
-    @torch.no_grad()
-    def drift(self) -> float:
-        """``‖W − I‖_F / ‖I‖_F``: how far the linear part has moved, relative to the identity."""
-        W = self.linear.weight
-        return float((W - torch.eye(len(W), device=W.device, dtype=W.dtype)).norm() / len(W) ** 0.5)
 
 
 @dataclass
@@ -86,16 +36,16 @@ class AdaptedRelative:
 
     adapter: Adapter | None
     similarity: Similarity
-    head: nn.Module
+    head: torch.nn.Module
     regularizers: list[Regularizer] = field(default_factory=list)
 
-    @torch.no_grad()
     def relative(self, X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
         """Relative features of ``X`` on anchors ``A`` of this encoder, through its
         adapter and refitted similarity."""
-        if self.adapter is None:
-            return self.similarity.project(X, A)
-        return self.similarity.project(self.adapter(X), self.adapter(A))
+        with torch.no_grad():
+            if self.adapter is None:
+                return self.similarity.project(X, A)
+            return self.similarity.project(self.adapter(X), self.adapter(A))
 
 
 def train_relative_with_regularizers(
@@ -132,7 +82,7 @@ def train_relative_with_regularizers(
     Each step sends the batch's rows and the anchors through the adapter in one matrix
     product (one pass over ``W`` forwards and one backwards instead of two), and the
     adapter's decay enters as its gradient, added in place after each backward
-    (:meth:`Adapter.decaying`). The steps (adapter, projection, head, regularizers) run
+    (:meth:`~relbench_relreps.adapter.Adapter.decaying`). The steps (adapter, projection, head, regularizers) run
     at the task's precision (:func:`relbench.precision.autocast`: bfloat16 matrix
     products under ``bf16``, nothing changes under ``fp32``); the β calibration, the
     refits and the final features stay fp32.
@@ -148,6 +98,8 @@ def train_relative_with_regularizers(
     """
     torch.manual_seed(seed)
     device = X.device
+    from relbench_relreps.adapter import Adapter
+
     adapter = Adapter(X.shape[1]).to(device) if any(r.needs_adapter for r in regularizers) else None
     sim = copy.deepcopy(similarity) if adapter is not None else similarity
     with torch.no_grad():
@@ -189,7 +141,7 @@ def train_relative_with_regularizers(
     def step_loss(idx: torch.Tensor) -> torch.Tensor:
         with autocast(device):
             batch = batch_of(idx)
-            loss = nn.functional.cross_entropy(head(batch.relative[encoder]), batch.labels)
+            loss = torch.nn.functional.cross_entropy(head(batch.relative[encoder]), batch.labels)
             return sum((_checked(reg, reg.loss(batch), adapter, encoder) for reg in regularizers), loss)
 
     head.train()

@@ -7,10 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+import lazy_loader
 import numpy as np
-import torch
 
 from relbench.api import AnchorContext, AnchorSelector, Anchors, ConfigError, seeded_generator
+
+torch = lazy_loader.load("torch")
 
 
 def _check_count(selector: str, k: int, available: int, pool: str) -> None:

@@ -7,10 +7,11 @@ import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import torch
-from torch.nn import functional as F
+import lazy_loader
 
 from relbench.api import Similarity
+
+torch = lazy_loader.load("torch")
 
 
 def cosine_matrix(X: torch.Tensor, A: torch.Tensor, center: bool = False) -> torch.Tensor:
@@ -19,7 +20,7 @@ def cosine_matrix(X: torch.Tensor, A: torch.Tensor, center: bool = False) -> tor
     if center:
         mu = A.mean(dim=0, keepdim=True)
         X, A = X - mu, A - mu
-    return F.normalize(X, dim=1) @ F.normalize(A, dim=1).T
+    return torch.nn.functional.normalize(X, dim=1) @ torch.nn.functional.normalize(A, dim=1).T
 
 
 @dataclass

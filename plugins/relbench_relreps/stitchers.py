@@ -6,11 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
+import lazy_loader
 
 from relbench.api import (Diagnostic, FitContext, NotAchievable, Prediction, StitchSide, Stitcher, fit_reference_head,
                           head_key, head_settings, predict_logits, train_classifier, validate_head_params)
 from relbench_relreps.heads import ADAPTER_DECAY, AdaptedRelative, train_relative_with_regularizers
+
+torch = lazy_loader.load("torch")
 
 _HEAD_PARAMS_DOC = """
     epochs : int | None, default None
@@ -50,7 +52,7 @@ class RelativeDecoder(Stitcher):
     protocol asks for transductive evaluation (``FitContext.evaluation``).
 
     Regularizers add their losses. When one of them ``needs_adapter``, every encoder
-    gets its own trainable adapter (:class:`~relbench_relreps.heads.Adapter`: an affine
+    gets its own trainable adapter (:class:`~relbench_relreps.adapter.Adapter`: an affine
     map started at the identity, decayed towards it with weight ``adapter_decay``) in
     front of its frozen embeddings and anchors, trained with its own head as its own fit
     trains it (García-Castellanos et al. fine-tune each encoder with its own decoder,

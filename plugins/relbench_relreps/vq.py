@@ -8,11 +8,12 @@ from typing import ClassVar, Literal
 import collections
 import hashlib
 
+import lazy_loader
 import numpy as np
-import torch
-from torch.nn import functional as F
 
 from relbench.api import Similarity, Tunable
+
+torch = lazy_loader.load("torch")
 
 
 class Dendrogram:
@@ -127,7 +128,7 @@ class VQCosine(Similarity):
         self.threshold: float | None = None
 
     def _prep(self, X: torch.Tensor) -> torch.Tensor:
-        return F.normalize(X, dim=1) if self.normalise else X
+        return torch.nn.functional.normalize(X, dim=1) if self.normalise else X
 
     def fit(self, X: torch.Tensor) -> None:
         """Cluster (a seeded subsample of) the bank at the measured threshold and keep the cluster means."""
@@ -163,4 +164,5 @@ class VQCosine(Similarity):
 
     def project(self, X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
         """``n × k`` cosine between quantised rows and quantised anchors."""
-        return F.normalize(self.quantise(X), dim=1) @ F.normalize(self.quantise(A), dim=1).T
+        normalize = torch.nn.functional.normalize
+        return normalize(self.quantise(X), dim=1) @ normalize(self.quantise(A), dim=1).T

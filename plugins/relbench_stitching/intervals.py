@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import lazy_loader
 import numpy as np
-import pandas as pd
 
 from relbench.api import Draws, bootstrap_columns, indistinguishable, with_samples
+
+pd = lazy_loader.load("pandas")
 
 #: the columns that make a combination (the page's grid)
 COMBO = ["selector", "similarity", "stitcher", "regularizer"]

@@ -29,15 +29,17 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, NamedTuple
 
+import lazy_loader
 import numpy as np
-import torch
 
-import pandas as pd
 
 from relbench.api import (Candidate, DatasetData, EncoderSpec, FitContext, NotAchievable, Page, PluginSpec, ResultRow,
                           StitchSide, Task, TaskKind, TaskRunAPI, UnitKey, UserError, candidates, choose, metric_row,
                           per_sample_predictions)
 from relbench_stitching import page as pages
+
+torch = lazy_loader.load("torch")
+pd = lazy_loader.load("pandas")
 
 NONE = "-"
 #: Bytes of relative features the sides of one seed keep between units (least recently

@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 import math
 
+import lazy_loader
 import numpy as np
-import pandas as pd
 from tabulate import tabulate
 
 from relbench.api import (Page, arrow, bootstrap_columns, directions, fmt, fmt_interval, lower_is_better, method_note,
                           slug, with_samples)
 from relbench_stitching.intervals import CELL, COMBO, add_intervals, combination_draws
+
+pd = lazy_loader.load("pandas")
 
 
 def combo_label(row) -> str:

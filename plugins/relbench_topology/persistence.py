@@ -8,10 +8,11 @@ the points, so gradients flow to the points through the chosen edges (Hofer et a
 
 from __future__ import annotations
 
-import torch
+import lazy_loader
+
+torch = lazy_loader.load("torch")
 
 
-@torch.no_grad()
 def mst_edges(D: torch.Tensor) -> torch.Tensor:
     """Edges of a minimum spanning tree of the complete graph with distance matrix ``D``.
 
@@ -19,28 +20,29 @@ def mst_edges(D: torch.Tensor) -> torch.Tensor:
     graphs (→ ``C × (m−1) × 2``). Prim's algorithm, vectorised over nodes and over the
     batch: ``m − 1`` steps whatever the batch size.
     """
-    single = D.ndim == 2
-    D = D.unsqueeze(0) if single else D
-    C, m, _ = D.shape
-    if m < 2:
-        out = torch.zeros(C, 0, 2, dtype=torch.long, device=D.device)
+    with torch.no_grad():
+        single = D.ndim == 2
+        D = D.unsqueeze(0) if single else D
+        C, m, _ = D.shape
+        if m < 2:
+            out = torch.zeros(C, 0, 2, dtype=torch.long, device=D.device)
+            return out[0] if single else out
+        rows = torch.arange(C, device=D.device)
+        in_tree = torch.zeros(C, m, dtype=torch.bool, device=D.device)
+        in_tree[:, 0] = True
+        best = D[:, 0].clone()
+        parent = torch.zeros(C, m, dtype=torch.long, device=D.device)
+        edges = []
+        for _ in range(m - 1):
+            j = best.masked_fill(in_tree, float("inf")).argmin(dim=1)
+            edges.append(torch.stack([parent[rows, j], j], dim=1))
+            in_tree[rows, j] = True
+            candidate = D[rows, j]
+            closer = candidate < best
+            best = torch.where(closer, candidate, best)
+            parent = torch.where(closer, j.unsqueeze(1), parent)
+        out = torch.stack(edges, dim=1)
         return out[0] if single else out
-    rows = torch.arange(C, device=D.device)
-    in_tree = torch.zeros(C, m, dtype=torch.bool, device=D.device)
-    in_tree[:, 0] = True
-    best = D[:, 0].clone()
-    parent = torch.zeros(C, m, dtype=torch.long, device=D.device)
-    edges = []
-    for _ in range(m - 1):
-        j = best.masked_fill(in_tree, float("inf")).argmin(dim=1)
-        edges.append(torch.stack([parent[rows, j], j], dim=1))
-        in_tree[rows, j] = True
-        candidate = D[rows, j]
-        closer = candidate < best
-        best = torch.where(closer, candidate, best)
-        parent = torch.where(closer, j.unsqueeze(1), parent)
-    out = torch.stack(edges, dim=1)
-    return out[0] if single else out
 
 
 def death_times(points: torch.Tensor) -> torch.Tensor:

@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-import torch
-from torch.nn import functional as F
+import lazy_loader
 
 from relbench.api import Similarity
+
+torch = lazy_loader.load("torch")
 
 
 @dataclass
@@ -88,4 +89,4 @@ class RobustCosine(Similarity):
             mu, sd = (m.to(X.device, X.dtype) for m in self._moments)
         Xn = (X - mu) / (sd + self.eps)
         An = (A - mu) / (sd + self.eps)
-        return F.normalize(Xn, dim=1) @ F.normalize(An, dim=1).T
+        return torch.nn.functional.normalize(Xn, dim=1) @ torch.nn.functional.normalize(An, dim=1).T

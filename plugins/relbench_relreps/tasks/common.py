@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import lazy_loader
 import numpy as np
-import pandas as pd
-import torch
 from tabulate import tabulate
 
 from relbench.api import AnchorContext, Anchors, PluginSpec, arrow, bootstrap_columns, directions
+
+pd = lazy_loader.load("pandas")
+torch = lazy_loader.load("torch")
 
 
 def specs_or_default(specs: Sequence[PluginSpec], interface: str, cls: type) -> list[PluginSpec]:

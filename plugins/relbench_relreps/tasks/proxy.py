@@ -6,9 +6,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import pandas as pd
-import torch
-from torch import nn
+import lazy_loader
 
 from relbench.api import (Bank, Page, PluginSpec, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, predict_logits,
                           train_classifier)
@@ -17,20 +15,12 @@ from relbench_relreps.selectors import RandomAnchors
 from relbench_relreps.similarities import Cosine
 from relbench_relreps.tasks.common import specs_or_default, summary_table, with_arrows, without_failures
 
+pd = lazy_loader.load("pandas")
+torch = lazy_loader.load("torch")
+
 FIGURE = "proxy_scatter.png"
-ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
-
-
-class SmallNet(nn.Module):
-    """``Linear(d, width) → act`` (the latent) ``→ Linear(width, C)``."""
-
-    def __init__(self, in_dim: int, width: int, num_classes: int, activation: str):
-        super().__init__()
-        self.body = nn.Sequential(nn.Linear(in_dim, width), ACTIVATIONS[activation]())
-        self.out = nn.Linear(width, num_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.out(self.body(x))
+#: the hidden activations a proxy model may use (:class:`~relbench_relreps.tasks.small_net.SmallNet`)
+ACTIVATIONS = ("relu", "tanh")
 
 
 @dataclass
@@ -40,7 +30,7 @@ class PerformanceProxy(TaskKind):
     model's relative representation of the test samples and a well-trained reference
     model's predicts its accuracy (Pearson r; Moschella et al. 2023, §4.2).
 
-    Per encoder and seed: a reference ``SmallNet`` (``reference_width``,
+    Per encoder and seed: a reference :class:`~relbench_relreps.tasks.small_net.SmallNet` (``reference_width``,
     ``reference_epochs``, ReLU) and a sweep over ``epochs × widths × activations ×
     model_seeds`` (model seeds are offset by 1000 × the task seed, so every task seed is
     a fresh replicate), trained once. Per selector and similarity of the grid
@@ -105,8 +95,10 @@ class PerformanceProxy(TaskKind):
         if self.max_train < 2:
             raise ValueError(f"max_train must be at least 2, got {self.max_train}")
 
-    def _train(self, X, y, width, epochs, activation, seed, num_classes) -> SmallNet:
+    def _train(self, X, y, width, epochs, activation, seed, num_classes) -> torch.nn.Module:
         torch.manual_seed(seed)
+        from relbench_relreps.tasks.small_net import SmallNet
+
         net = SmallNet(X.shape[1], width, num_classes, activation).to(X.device)
         return train_classifier(net, X, y, epochs=epochs, lr=self.lr, batch_size=self.batch_size, seed=seed)
 
@@ -161,7 +153,7 @@ class PerformanceProxy(TaskKind):
         ref = rel.pop("reference")
         rows, accs, sims = [], [], []
         for name, r in rel.items():
-            score = float(nn.functional.cosine_similarity(r, ref, dim=1).mean())
+            score = float(torch.nn.functional.cosine_similarity(r, ref, dim=1).mean())
             acc = models[name]["accuracy"]
             cell, extra = {"model": name}, dict(models[name]["params"])
             rows.append(ResultRow(metric="accuracy", value=acc, direction="higher", cell=cell, extra=extra))

@@ -7,15 +7,16 @@ import itertools
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import lazy_loader
 import numpy as np
-import pandas as pd
-import torch
 
 from relbench.api import (ConfigError, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions,
                           seeded_generator)
 from relbench_relreps.selectors import RandomAnchors
-from relbench_relreps.tasks.autoencoder import stitch, train_autoencoder
 from relbench_relreps.tasks.common import select_without_banks, specs_or_default, summary_table, without_failures
+
+pd = lazy_loader.load("pandas")
+torch = lazy_loader.load("torch")
 
 FIGURE = "reconstruction_{bottleneck}.png"
 BOTTLENECKS = ("absolute", "relative")
@@ -122,6 +123,8 @@ class Reconstruction(TaskKind):
     def run(self, run: TaskRunAPI) -> None:
         """Per unit: draw the anchors, train the autoencoders, score every encoder ×
         decoder pair; the plan's first seed and selector also draw the figures."""
+        from relbench_relreps.tasks.autoencoder import stitch, train_autoencoder
+
         plan = self.plan(run.task)
         todo = [key for key in plan if not run.is_done(key)]
         if not todo:
@@ -157,6 +160,8 @@ class Reconstruction(TaskKind):
                                  list(models.values()), Xte, A, train.views[view][int(tr_idx[0])])
 
     def _figure(self, path, bottleneck: str, models: list, Xte, A, example) -> None:
+        from relbench_relreps.tasks.autoencoder import stitch
+
         import matplotlib
 
         matplotlib.use("Agg")

@@ -6,14 +6,16 @@ import itertools
 from dataclasses import dataclass
 from typing import ClassVar
 
-import pandas as pd
-import torch
+import lazy_loader
 
 from relbench.api import Bank, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, per_sample_values, seeded_generator
 from relbench_metrics import jaccard_per_item, reciprocal_ranks
 from relbench_relreps.selectors import RandomAnchors
 from relbench_relreps.similarities import Cosine
 from relbench_relreps.tasks.common import specs_or_default, summary_table, with_arrows, without_failures
+
+pd = lazy_loader.load("pandas")
+torch = lazy_loader.load("torch")
 
 
 @dataclass
