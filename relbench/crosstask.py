@@ -69,7 +69,6 @@ def common_set(orders: dict[str, list[str]], min_combos: int = 3) -> tuple[list[
     return tasks, [c for c in orders[tasks[0]] if c in combos]
 
 
-
 @dataclass
 class Friedman:
     """Friedman's test of equal ranks over ``tasks`` blocks of ``combos`` combinations:
@@ -88,7 +87,7 @@ class Friedman:
 
 
 def friedman(positions: np.ndarray) -> Friedman:
-    """Friedman's test of ``positions`` (tasks × combinations, no ties within a task)."""
+    """Friedman's test of ``positions`` (tasks × combinations, 1 = best)."""
     from scipy.stats import f, friedmanchisquare, permutation_test
 
     n, k = positions.shape
@@ -108,7 +107,7 @@ def holm(p_values: list[float]) -> list[float]:
     """Holm's step-down adjustment of ``p_values`` (statsmodels), in their order."""
     from statsmodels.stats.multitest import multipletests
 
-    return list(multipletests(p_values, alpha=ALPHA, method="holm")[1]) if p_values else []
+    return list(multipletests(p_values, alpha=ALPHA, method="holm")[1])
 
 
 def wilcoxon_holm(positions: pd.DataFrame) -> pd.DataFrame:

@@ -203,6 +203,16 @@ def test_the_critical_difference_diagram_is_drawn_when_a_pair_can_be_separated(t
     assert "With 6 tasks no pair can be separated at α = 0.05; at least 7 tasks are needed" in fewer["section"]
 
 
+def test_a_section_cached_by_other_statistics_is_computed_again(tmp_path):
+    from relbench.identity import fingerprint
+    from relbench.leaderboard import _cross_task
+
+    orders = {"t1": list("abc"), "t2": list("bca")}
+    # the manifest of an earlier version: keyed by the rankings alone, with its wording
+    earlier = {"digest": fingerprint(orders), "link": None, "section": "Nemenyi's post-hoc test ..."}
+    assert "Wilcoxon" in _cross_task(tmp_path, orders, earlier, redraw=False)["section"]
+
+
 def test_a_redrawn_page_leaves_no_figure_it_no_longer_draws(registry, cli_main, write_yaml):
     from test_core_runner import TASKS, _run
 
