@@ -1,24 +1,55 @@
 """The leaderboard index's ranking across tasks: combinations compared on a common set of
-tasks by mean rank, with a Friedman test, a Nemenyi post-hoc test and a
-critical-difference diagram (SciPy and scikit-posthocs do the statistics).
+tasks by mean rank, with tests valid at the handful of tasks a suite has.
 
 A ranking across tasks is only fair among combinations measured on the same tasks: a
 combination measured on one easy task must not outrank one measured on seven. So the
 comparison runs on a *common set*: the most tasks whose orderings all contain the same
 (at least three) combinations (:func:`common_set`); every other combination is listed
 apart with the number of tasks it was measured on, and is not ranked against the others.
+
+The data are each task's ordering of combinations (the pages hand over orderings, not
+scores), so every test works on positions within a task, and with few tasks (blocks):
+
+* **Do the ranks differ?** Friedman's statistic, its p-value from the permutation
+  distribution (positions permuted within each task, :func:`scipy.stats.permutation_test`):
+  exact over all ``(k!)^n`` orderings when they are at most :data:`RESAMPLES`, otherwise
+  Monte Carlo over :data:`RESAMPLES` of them drawn with :data:`SEED`. The usual χ²
+  approximation needs many tasks (with 2 tasks and 12 combinations it gives 0.075 where
+  the permutation p is 0.011). Iman–Davenport's F, an approximation too, is reported
+  beside it.
+* **Which pairs differ?** Wilcoxon's signed-rank test of each pair's positions over the
+  tasks (:func:`scipy.stats.wilcoxon`, exact where SciPy allows: without ties, or with
+  ties up to 13 tasks), Holm-corrected over all pairs (statsmodels), as Benavoli, Corani
+  & Mangili (JMLR 2016) recommend instead of a post-hoc test on mean ranks (Nemenyi's
+  critical difference at 2 tasks exceeds any possible rank gap). When no pair could be
+  separated at this number of tasks, even by one combination ahead of another on every
+  task, the section says so and how many tasks it would take (:func:`tasks_needed`), and
+  no critical-difference diagram is drawn.
+* Groups are shown as a compact letter display (:func:`letters`): combinations sharing a
+  letter are not separated.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from itertools import combinations
+from string import ascii_lowercase
 
 import lazy_loader
+import numpy as np
 
 pd = lazy_loader.load("pandas")
 
-#: the significance level of the post-hoc test and the diagram
+#: the significance level of every test, the letters and the diagram
 ALPHA = 0.05
+#: random orderings the Friedman permutation test draws when there are more than this many
+RESAMPLES = 99_999
+#: the seed of those draws (the p-value is the same on every run)
+SEED = 0
+#: names the statistics of :func:`rank`: part of the index's cache key, so that a section
+#: computed by other statistics is computed again
+STATISTICS = "friedman-permutation+wilcoxon-holm"
 
 
 def common_set(orders: dict[str, list[str]], min_combos: int = 3) -> tuple[list[str], list[str]]:
@@ -41,47 +72,143 @@ def common_set(orders: dict[str, list[str]], min_combos: int = 3) -> tuple[list[
 
 
 @dataclass
+class Friedman:
+    """Friedman's test of equal ranks over ``tasks`` blocks of ``combos`` combinations:
+    the statistic and its permutation p-value (``exact``: over all ``permutations``
+    within-task orderings; otherwise Monte Carlo over :data:`RESAMPLES`), and
+    Iman–Davenport's F with its F-approximation p-value."""
+
+    tasks: int
+    combos: int
+    statistic: float
+    p: float
+    permutations: int
+    exact: bool
+    iman_davenport: float
+    iman_davenport_p: float
+
+
+def friedman(positions: np.ndarray) -> Friedman:
+    """Friedman's test of ``positions`` (tasks × combinations, 1 = best)."""
+    from scipy.stats import f, friedmanchisquare, permutation_test
+
+    n, k = positions.shape
+    statistic = friedmanchisquare(*positions.T).statistic
+    permutations = math.factorial(k) ** n
+    p = permutation_test(tuple(positions.T), lambda *s, axis: friedmanchisquare(*s, axis=axis).statistic,
+                         permutation_type="samples", vectorized=True, n_resamples=RESAMPLES, batch=1000,
+                         alternative="greater", rng=np.random.default_rng(SEED)).pvalue
+    # Iman & Davenport (1980); infinite when every task orders the combinations alike
+    spread = n * (k - 1) - statistic
+    f_statistic = (n - 1) * statistic / spread if spread > 0 else math.inf
+    return Friedman(n, k, float(statistic), float(p), permutations, permutations <= RESAMPLES, float(f_statistic),
+                    float(f.sf(f_statistic, k - 1, (k - 1) * (n - 1))))
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjustment of ``p_values`` (statsmodels), in their order."""
+    from statsmodels.stats.multitest import multipletests
+
+    return list(multipletests(p_values, alpha=ALPHA, method="holm")[1])
+
+
+def wilcoxon_holm(positions: pd.DataFrame) -> pd.DataFrame:
+    """Combinations × combinations: the Holm-adjusted p-value of Wilcoxon's two-sided
+    signed-rank test of each pair's positions over the tasks (SciPy's default method:
+    exact without ties, an exact permutation over signs with ties up to 13 tasks); 1 on
+    the diagonal."""
+    from scipy.stats import wilcoxon
+
+    combos = list(positions.columns)
+    pairs = list(combinations(combos, 2))
+    adjusted = holm([float(wilcoxon(positions[a], positions[b]).pvalue) for a, b in pairs])
+    table = pd.DataFrame(1.0, index=combos, columns=combos)
+    for (a, b), p in zip(pairs, adjusted):
+        table.loc[a, b] = table.loc[b, a] = p
+    return table
+
+
+def perfect_record_p(tasks: int) -> float:
+    """The smallest p-value Wilcoxon's exact two-sided test can give over ``tasks``
+    tasks: one combination ahead of another on every one of them."""
+    from scipy.stats import wilcoxon
+
+    return float(wilcoxon(np.arange(1, tasks + 1), method="exact").pvalue)
+
+
+def separable(tasks: int, combos: int) -> bool:
+    """Whether any pair of ``combos`` combinations can be separated at :data:`ALPHA` over
+    ``tasks`` tasks: Holm's first step compares the smallest p with α / pairs."""
+    return perfect_record_p(tasks) < ALPHA / math.comb(combos, 2)
+
+
+def tasks_needed(combos: int) -> int:
+    """The fewest tasks at which some pair of ``combos`` combinations can be separated at
+    :data:`ALPHA` (:func:`separable`)."""
+    tasks = 2
+    while not separable(tasks, combos):
+        tasks += 1
+    return tasks
+
+
+def letters(order: list[str], p_values: pd.DataFrame) -> dict[str, str]:
+    """Compact letter display: each combination of ``order`` (best first) → its letters,
+    two combinations sharing a letter exactly when ``p_values`` does not separate them
+    (p ≥ :data:`ALPHA`). A letter is a maximal group of combinations no two of which are
+    separated (networkx's maximal cliques), lettered from the group of the best one."""
+    import networkx as nx
+
+    graph = nx.Graph()
+    graph.add_nodes_from(order)
+    graph.add_edges_from((a, b) for a, b in combinations(order, 2) if p_values.loc[a, b] >= ALPHA)
+    groups = sorted((sorted(order.index(c) for c in clique) for clique in nx.find_cliques(graph)))
+    names = [ascii_lowercase[i] if i < 26 else f"{ascii_lowercase[i // 26 - 1]}{ascii_lowercase[i % 26]}"
+             for i in range(len(groups))]
+    return {c: "".join(name for name, group in zip(names, groups) if i in group) for i, c in enumerate(order)}
+
+
+@dataclass
 class CrossTaskRanking:
-    """The common-set comparison: mean ranks (1 = best), the Friedman test, the
-    post-hoc p-values, and the combinations left apart (label → number of tasks)."""
+    """The common-set comparison: mean ranks (1 = best), Friedman's test, the pairwise
+    Holm-adjusted Wilcoxon p-values and their letter display, whether any pair can be
+    separated with this many tasks (``separable``; otherwise ``tasks_needed`` says how
+    many it would take), and the combinations left apart (label → number of tasks)."""
 
     tasks: list[str]
     mean_ranks: pd.Series
-    friedman_statistic: float
-    friedman_p: float
-    posthoc: pd.DataFrame
+    friedman: Friedman
+    pairwise: pd.DataFrame
+    letters: dict[str, str]
+    separable: bool
+    tasks_needed: int
     apart: dict[str, int]
 
 
 def rank(orders: dict[str, list[str]]) -> CrossTaskRanking | None:
-    """Mean rank of the common set's combinations within each of its tasks (ranks among
-    those combinations only), Friedman's test of equal ranks (SciPy) and Nemenyi's
-    post-hoc test (scikit-posthocs); None without a common set."""
-    from scikit_posthocs import posthoc_nemenyi_friedman
-    from scipy.stats import friedmanchisquare
-
+    """The comparison of the common set's combinations by their positions within each of
+    its tasks (among those combinations only); None without a common set."""
     tasks, combos = common_set(orders)
     if not tasks:
         return None
     # blocks (tasks) × groups (combinations): the position within the task, 1 = best
     positions = pd.DataFrame([[orders[t].index(c) for c in combos] for t in tasks], index=tasks, columns=combos)
-    ranks = positions.rank(axis=1)
-    statistic, p = friedmanchisquare(*(positions[c].to_numpy() for c in combos))
-    # scikit-posthocs ranks each block itself, higher values first: give it scores
-    posthoc = posthoc_nemenyi_friedman(-positions.to_numpy(dtype=float))
-    posthoc.index = posthoc.columns = combos
+    positions = positions.rank(axis=1)
+    mean_ranks = positions.mean().sort_values(kind="stable")
+    pairwise = wilcoxon_holm(positions)
     counts: dict[str, int] = {}
     for order in orders.values():
         for c in order:
             counts[c] = counts.get(c, 0) + 1
     apart = {c: n for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c not in combos}
-    return CrossTaskRanking(tasks, ranks.mean().sort_values(), float(statistic), float(p), posthoc, apart)
+    return CrossTaskRanking(tasks, mean_ranks, friedman(positions.to_numpy()), pairwise,
+                            letters(list(mean_ranks.index), pairwise), separable(len(tasks), len(combos)),
+                            tasks_needed(len(combos)), apart)
 
 
 def diagram(result: CrossTaskRanking):
     """The critical-difference diagram of ``result`` (scikit-posthocs), as a figure:
-    combinations by mean rank, joined by a bar where Nemenyi's test does not tell them
-    apart at :data:`ALPHA`."""
+    combinations by mean rank, joined by a bar where Wilcoxon's test (Holm) does not
+    separate them at :data:`ALPHA`. Draw it only when ``result.separable``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -89,11 +216,42 @@ def diagram(result: CrossTaskRanking):
     from scikit_posthocs import critical_difference_diagram
 
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.28 * len(result.mean_ranks)))
-    critical_difference_diagram(result.mean_ranks, result.posthoc, ax=ax, alpha=ALPHA)
-    ax.set_title(f"mean rank over {len(result.tasks)} tasks (1 = best); a bar joins combinations Nemenyi's "
-                 f"test does not separate at α = {ALPHA:g}", fontsize=8)
+    critical_difference_diagram(result.mean_ranks, result.pairwise, ax=ax, alpha=ALPHA)
+    ax.set_title(f"mean rank over {len(result.tasks)} tasks (1 = best); a bar joins combinations Wilcoxon's "
+                 f"signed-rank test (Holm) does not separate at α = {ALPHA:g}", fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def omnibus_text(test: Friedman) -> str:
+    """The section's paragraph on Friedman's test: which p-value, and why."""
+    if test.exact:
+        how = f"exact, over all ({test.combos}!)^{test.tasks} = {test.permutations:,} orderings"
+    else:
+        how = (f"Monte Carlo over {RESAMPLES:,} random orderings, seed {SEED}, as the ({test.combos}!)^{test.tasks} "
+               f"≈ {test.permutations:.2g} orderings are too many to enumerate")
+    verdict = (f"the ranks differ at α = {ALPHA:g}" if test.p < ALPHA else
+               "the ranks are not shown to differ (every order below may be chance)")
+    return (f"**Do the ranks differ?** Friedman's χ² = {test.statistic:.2f}, its p-value from the permutation "
+            f"distribution (positions permuted within each task; {how}) rather than the χ² approximation, which "
+            f"needs many more than {test.tasks} tasks: p = {test.p:.2g}: {verdict}. Iman–Davenport's "
+            f"F = {test.iman_davenport:.2f} (F({test.combos - 1}, {(test.combos - 1) * (test.tasks - 1)}) "
+            f"approximation): p = {test.iman_davenport_p:.2g}.")
+
+
+def pairwise_text(result: CrossTaskRanking) -> str:
+    """The section's paragraph on the pairwise tests: which, and what they can tell."""
+    n, k = len(result.tasks), len(result.mean_ranks)
+    text = (f"**Which combinations differ?** Wilcoxon's signed-rank test of each pair's positions over the tasks "
+            f"(exact where SciPy allows), Holm-corrected over the {math.comb(k, 2)} pairs, rather than a post-hoc "
+            f"test of mean ranks (Benavoli, Corani & Mangili, JMLR 2016). *group*: combinations that share a "
+            f"letter are not separated at α = {ALPHA:g}.")
+    if result.separable:
+        return text
+    return (text + f" **With {n} tasks no pair can be separated at α = {ALPHA:g}; at least {result.tasks_needed} "
+            f"tasks are needed**: a combination ahead of another on every task gets Wilcoxon's exact "
+            f"p = {perfect_record_p(n):.2g}, and Holm's correction over {math.comb(k, 2)} pairs asks for "
+            f"p < {ALPHA:g}/{math.comb(k, 2)} = {ALPHA / math.comb(k, 2):.2g}.")
 
 
 def section(result: CrossTaskRanking | None, link: str | None) -> str:
@@ -103,17 +261,13 @@ def section(result: CrossTaskRanking | None, link: str | None) -> str:
     if result is None:
         return ("\n## Methods across tasks\n\nNo two tasks rank the same three or more combinations, so no "
                 "combination is ranked across tasks.\n")
-    verdict = ("the ranks differ" if result.friedman_p < ALPHA else
-               "the ranks are not shown to differ (every order below may be chance)")
-    rows = [[c, f"{r:.2f}", ", ".join(o for o in result.mean_ranks.index
-                                       if o != c and result.posthoc.loc[c, o] >= ALPHA) or "-"]
-            for c, r in result.mean_ranks.items()]
+    rows = [[c, f"{r:.2f}", result.letters[c]] for c, r in result.mean_ranks.items()]
     text = (f"\n## Methods across tasks\n\nCompared on the **common set** of {len(result.tasks)} tasks where all "
             f"{len(result.mean_ranks)} combinations below were measured ({', '.join(result.tasks)}): mean rank "
-            f"within each task (1 = best). Friedman test: χ² = {result.friedman_statistic:.2f}, "
-            f"p = {result.friedman_p:.3g}: {verdict}. *Not separated from*: the combinations Nemenyi's post-hoc "
-            f"test does not tell apart from it at α = {ALPHA:g}.\n\n"
-            + tabulate(rows, headers=["combination", "mean rank", "not separated from"], tablefmt="pipe",
+            f"within each task (1 = best). The pages give each task's ordering of combinations, not their scores, "
+            f"so every test works on positions within a task.\n\n{omnibus_text(result.friedman)}\n\n"
+            f"{pairwise_text(result)}\n\n"
+            + tabulate(rows, headers=["combination", "mean rank", "group"], tablefmt="pipe",
                        disable_numparse=True) + "\n")
     if link:
         text += f"\n![critical-difference diagram]({link})\n"

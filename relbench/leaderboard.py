@@ -258,11 +258,13 @@ def how_to_cite(date: str | None) -> str:
 
 def _cross_task(out: Path, ranks: dict, entry: Any, redraw: bool) -> dict:
     """The index's ranking across tasks (``section``, its text) and its critical-difference
-    diagram (``link``), computed from the pages' rankings only when they changed since the
-    manifest's ``entry`` (``digest``), so that a run that changed no page runs no test and
-    draws no figure (importing SciPy's and scikit-posthocs' statistics alone took a third
-    of such a run); ``relbench leaderboard`` (``redraw``) recomputes both."""
-    digest = fingerprint(ranks)
+    diagram (``link``; None where no pair of combinations can be separated with this many
+    tasks, and then no figure is left in the index's folder), computed from the pages'
+    rankings only when they (or :data:`crosstask.STATISTICS`) changed since the manifest's
+    ``entry`` (``digest``), so that a run that changed no page runs no test and draws no
+    figure (importing the statistics alone took a third of such a run); ``relbench
+    leaderboard`` (``redraw``) recomputes both."""
+    digest = fingerprint({"rankings": ranks, "statistics": crosstask.STATISTICS})
     same = not redraw and isinstance(entry, dict) and entry.get("digest") == digest
     drawn = same and bool(entry.get("link")) and all((out / entry["link"]).with_suffix(ext).is_file()
                                                      for ext in (".png", ".svg"))
@@ -270,8 +272,10 @@ def _cross_task(out: Path, ranks: dict, entry: Any, redraw: bool) -> dict:
         return entry
     result = crosstask.rank(ranks)
     link = None
-    if result:  # the diagram is drawn again only when the rankings changed or its files are gone
+    if result and result.separable:  # drawn again only when the rankings changed or its files are gone
         link = entry["link"] if drawn else Page(out, INDEX).save(crosstask.diagram(result), "critical-difference.png")
+    else:
+        _remove_stale_figures(Page(out, INDEX))
     return {"digest": digest, "link": link, "section": crosstask.section(result, link)}
 
 

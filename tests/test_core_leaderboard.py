@@ -1,5 +1,6 @@
-"""The leaderboard index: the ranking across tasks (a common set, Friedman and Nemenyi),
-the claims and pages, and what the index says about citing."""
+"""The leaderboard index: the ranking across tasks (a common set, Friedman's test,
+Wilcoxon's with Holm's correction; :mod:`test_crosstask_stats` checks the numbers), the
+claims and pages, and what the index says about citing."""
 
 from __future__ import annotations
 
@@ -27,17 +28,21 @@ def test_the_common_set_drops_the_tasks_that_share_least():
     assert rank({"t1": list("abc"), "t2": list("xyz")}) is None
 
 
-def test_friedman_and_nemenyi_tell_a_consistent_order_from_chance():
-    rng = np.random.default_rng(0)
+def test_friedman_and_wilcoxon_tell_a_consistent_order_from_chance():
+    rng = np.random.default_rng(1)
     combos = list("abcde")
-    consistent = {f"t{i}": combos for i in range(8)}
-    noise = {f"t{i}": list(rng.permutation(combos)) for i in range(8)}
+    # 9 tasks: the fewest at which Holm over 10 pairs can separate a pair of 5 combinations
+    consistent = {f"t{i}": combos for i in range(9)}
+    noise = {f"t{i}": list(rng.permutation(combos)) for i in range(9)}
     strong, weak = rank(consistent), rank(noise)
     positions = [[noise[t].index(c) for t in sorted(noise)] for c in combos]
-    assert weak.friedman_p == pytest.approx(friedmanchisquare(*positions).pvalue)  # SciPy's test, as is
-    assert strong.friedman_p < 0.001 < 0.05 < weak.friedman_p
-    assert strong.posthoc.loc["a", "e"] < 0.05  # best and worst of a consistent order are separated
-    assert (weak.posthoc.to_numpy()[~np.eye(5, dtype=bool)] > 0.05).all()  # chance separates nothing
+    assert weak.friedman.statistic == pytest.approx(friedmanchisquare(*positions).statistic)  # SciPy's statistic
+    assert strong.friedman.p < 0.001 < 0.05 < weak.friedman.p
+    assert strong.separable and weak.separable and strong.tasks_needed == weak.tasks_needed == 9
+    assert strong.pairwise.loc["a", "e"] < 0.05  # best and worst of a consistent order are separated
+    assert strong.letters == dict(zip(combos, "abcde"))  # every pair separated: a letter each
+    assert (weak.pairwise.to_numpy()[~np.eye(5, dtype=bool)] > 0.05).all()  # chance separates nothing
+    assert set(weak.letters.values()) == {"a"}
 
 
 def _rows(representation, seeds, value, kind="word-neighbourhoods"):
@@ -148,7 +153,7 @@ def test_index_says_how_to_cite_with_version_and_results_date(registry, cli_main
     assert cff["title"] and cff["message"] and cff["authors"]
 
 
-def test_the_index_ranks_across_tasks_with_a_critical_difference_diagram(registry, cli_main, write_yaml):
+def test_the_index_ranks_across_tasks_without_a_diagram_no_pair_can_reach(registry, cli_main, write_yaml):
     task = """
   - name: {name}
     dataset: {{name: toy-blobs, params: {{classes: 3, seed: {seed}}}}}
@@ -160,22 +165,52 @@ def test_the_index_ranks_across_tasks_with_a_critical_difference_diagram(registr
 """
     path = write_yaml("suite: {seeds: [0], num_anchors: 8, output: results, leaderboards: boards}\ntasks:"
                       + task.format(name="first", seed=0) + task.format(name="second", seed=1))
-    assert cli_main(["run", str(path), "-q"]) == 0
     boards = path.parent / "boards"
+    stale = boards / "figures" / "index" / "critical-difference.png"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"drawn by an earlier version")
+    assert cli_main(["run", str(path), "-q"]) == 0
     index = (boards / "README.md").read_text()
-    assert "**common set** of 2 tasks" in index and "Friedman test" in index
-    assert "(figures/index/critical-difference.png)" in index
-    diagram = boards / "figures" / "index" / "critical-difference.svg"
-    assert diagram.is_file()
-    # a run that changes no ranking draws no figure and runs no test (the index is the same);
-    # `relbench leaderboard` redraws it
-    drawn = diagram.stat().st_mtime_ns
+    assert "**common set** of 2 tasks" in index and "Friedman's χ²" in index and "| group" in index
+    # two tasks: Wilcoxon's exact p is 0.5 at best, so no pair can be separated and no diagram is drawn
+    assert "With 2 tasks no pair can be separated at α = 0.05; at least 7 tasks are needed" in index
+    assert "critical-difference" not in index and not stale.exists()
+    # a run that changes no ranking runs no test (the index is the same)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("relbench.crosstask.rank", lambda orders: pytest.fail("ranked again with nothing changed"))
         assert cli_main(["run", str(path), "-q"]) == 0
-    assert diagram.stat().st_mtime_ns == drawn and (boards / "README.md").read_text() == index
-    assert cli_main(["leaderboard", str(path)]) == 0
+    assert (boards / "README.md").read_text() == index
+
+
+def test_the_critical_difference_diagram_is_drawn_when_a_pair_can_be_separated(tmp_path):
+    from relbench.leaderboard import _cross_task
+
+    consistent = {f"t{i}": list("abc") for i in range(7)}  # 7 tasks: the fewest for 3 pairs (Holm)
+    entry = _cross_task(tmp_path, consistent, None, redraw=False)
+    assert entry["link"] == "figures/index/critical-difference.png"
+    assert f"]({entry['link']})" in entry["section"] and "no pair can be separated" not in entry["section"]
+    diagram = tmp_path / "figures" / "index" / "critical-difference.svg"
+    drawn = diagram.stat().st_mtime_ns
+    with pytest.MonkeyPatch.context() as patch:  # nothing changed: no test, no drawing
+        patch.setattr("relbench.crosstask.rank", lambda orders: pytest.fail("ranked again with nothing changed"))
+        assert _cross_task(tmp_path, consistent, entry, redraw=False) == entry
+    assert diagram.stat().st_mtime_ns == drawn
+    assert _cross_task(tmp_path, consistent, entry, redraw=True)["link"] == entry["link"]
     assert diagram.stat().st_mtime_ns != drawn
+    # one task fewer: no pair can be separated any more, and the figure goes
+    fewer = _cross_task(tmp_path, {t: consistent[t] for t in list(consistent)[:6]}, entry, redraw=False)
+    assert fewer["link"] is None and not diagram.exists()
+    assert "With 6 tasks no pair can be separated at α = 0.05; at least 7 tasks are needed" in fewer["section"]
+
+
+def test_a_section_cached_by_other_statistics_is_computed_again(tmp_path):
+    from relbench.identity import fingerprint
+    from relbench.leaderboard import _cross_task
+
+    orders = {"t1": list("abc"), "t2": list("bca")}
+    # the manifest of an earlier version: keyed by the rankings alone, with its wording
+    earlier = {"digest": fingerprint(orders), "link": None, "section": "Nemenyi's post-hoc test ..."}
+    assert "Wilcoxon" in _cross_task(tmp_path, orders, earlier, redraw=False)["section"]
 
 
 def test_a_redrawn_page_leaves_no_figure_it_no_longer_draws(registry, cli_main, write_yaml):
