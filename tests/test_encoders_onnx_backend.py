@@ -5,9 +5,11 @@ backend outside the encoder's identity; and release."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -218,3 +220,47 @@ def test_release_frees_the_session_and_encode_sets_up_again(tiny_bert, tmp_path)
     text.release()
     assert text._net is None and text._ort is None and text._tok is None
     assert torch.equal(text.encode(TEXTS, tctx), T)
+
+
+MAPPED_AFTER_A_FREED_BLOCK = """
+import ctypes, sys
+import numpy as np
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = MallInfo2
+if sys.argv[1] == "fixed":
+    from relbench_encoders.ort_backend import fix_mmap_threshold
+    assert fix_mmap_threshold()
+block = np.ones(12_600_000 // 8)  # one input batch: 64 images of 3 x 128 x 128 float32
+del block
+again = np.ones(12_600_000 // 8)
+print(libc.mallinfo2().hblkhd)  # bytes in mapped blocks
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not hasattr(ctypes.CDLL(None), "mallinfo2"),
+                    reason="glibc's mallinfo2 reports mapped blocks")
+def test_large_blocks_stay_mapped_once_a_session_fixes_the_threshold():
+    """A batch-sized block allocated after one was freed comes from the heap under glibc's
+    dynamic threshold (the heap that grew by a batch per onnxruntime call), and is mapped
+    on its own, hence returned when freed, once the threshold is fixed."""
+    def mapped(mode: str) -> int:
+        out = subprocess.run([sys.executable, "-c", MAPPED_AFTER_A_FREED_BLOCK, mode], capture_output=True,
+                             text=True, check=True)
+        return int(out.stdout.split()[-1])
+
+    assert mapped("dynamic") < 12_600_000 <= mapped("fixed")
+
+
+def test_opening_a_session_fixes_the_mmap_threshold(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(ort_backend, "fix_mmap_threshold", lambda: calls.append(1) or True)
+    graph = tmp_path / "linear.onnx"
+    torch.onnx.export(torch.nn.Linear(3, 2).eval(), (torch.ones(1, 3),), str(graph), dynamo=False,
+                      input_names=["x"], output_names=["y"])
+    ort_backend.open_session(graph, torch.device("cpu"))
+    assert calls == [1]
