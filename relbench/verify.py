@@ -458,15 +458,22 @@ def verify(tasks_file: Path, release: Path, size: int, seed: int, registry, quie
         if not sample:
             print("\nnothing to recompute: no unit of the plan has rows in the release.")
             return False
-        ids = frozenset(s.unit.id for s in sample)
-        names = sorted({s.task for s in sample})
-        store_release([tr for tr in task_runs if tr.task.name in names], rows, ResultStore(runner.store.root), ids)
-        runner.stats.failures.clear()
-        runner.only = names
-        stats = runner.run()
-        recomputed = {name: runner.store.load(name, units=list(ids)) for name in names}
+        recomputed = recompute(runner, task_runs, rows, sample)
     table = compare(sample, task_runs, rows, recomputed)
-    return _print_comparison(table, stats) and not findings
+    return _print_comparison(table, runner.stats) and not findings
+
+
+def recompute(runner, task_runs: list, rows: pd.DataFrame, sample: list[Sampled]) -> dict[str, pd.DataFrame]:
+    """Run ``runner`` (planned, on an empty store) on the sampled units alone: its store
+    first gets every other unit of their tasks (:func:`store_release`); returns the
+    recomputed rows by task."""
+    ids = frozenset(s.unit.id for s in sample)
+    names = sorted({s.task for s in sample})
+    store_release([tr for tr in task_runs if tr.task.name in names], rows, ResultStore(runner.store.root), ids)
+    runner.stats.failures.clear()  # planning failures are findings already; what remains are the run's own
+    runner.only = names
+    runner.run()
+    return {name: runner.store.load(name, units=list(ids)) for name in names}
 
 
 def _print_findings(release: Path, tasks_file: Path, findings: list[str]) -> None:

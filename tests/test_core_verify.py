@@ -57,7 +57,7 @@ def release(cli_main, write_yaml, monkeypatch, tmp_path):
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", "tasks.yaml", ".gitignore")
     _git(tmp_path, "commit", "-qm", "tasks")
-    assert cli_main(["run", str(path), "-q"]) == 0
+    assert cli_main(["run", str(path), "-q", "--no-leaderboard"]) == 0
     assert cli_main(["publish", str(path)]) == 0
     return path, tmp_path / "leaderboards" / RELEASE
 
@@ -238,3 +238,13 @@ def test_user_errors_exit_2_without_a_traceback(release, cli_main, capsys, tmp_p
     with pytest.raises(SystemExit) as exit_:
         cli_main(["verify", str(path), "--sample", "0"])
     assert exit_.value.code == 2
+
+
+def test_a_release_of_other_identities_is_reported_and_nothing_is_recomputed(release, cli_main, capsys):
+    path, table = release
+    _rewrite(table, lambda df: df.__setitem__("unit", "old-" + df["unit"]))
+    assert _verify(cli_main, path) == 1
+    out = capsys.readouterr().out
+    assert "FINDING: blobs: 8 of the 8 planned units without rows under the plan's identity" in out
+    assert "FINDING: quality: rows of 4 units the current plan does not have (other identities)" in out
+    assert "nothing to recompute" in out and "recomputed" not in out
