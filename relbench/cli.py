@@ -369,15 +369,10 @@ def _announce(runner, jobs: int, quiet: bool) -> None:
 def _release_table(suite) -> Path:
     """The results table of the release beside the suite's tasks file, whose recorded
     unit costs estimate and order a run whose store has none."""
-    return _release_table_of(suite.file)
-
-
-def _release_table_of(tasks_file: Path) -> Path:
-    """The results table of the release of ``tasks_file`` (in the release folder of its checkout)."""
     from relbench.leaderboard import RELEASE
     from relbench.publish import default_folder
 
-    return default_folder(tasks_file) / RELEASE
+    return default_folder(suite.file) / RELEASE
 
 
 def _render(runner, leaderboards: Path, quiet: bool, redraw: bool = False, release: dict | None = None) -> None:
@@ -477,10 +472,9 @@ def _cmd_verify(args, registry) -> int:
     from relbench.interfaces import set_quiet
     from relbench.verify import SAMPLE, verify
 
-    release = args.release or _release_table_of(args.tasks)
     set_quiet(args.quiet)
     try:
-        holds = verify(args.tasks, release, args.sample or SAMPLE, args.seed, registry, args.quiet)
+        holds = verify(args.tasks, args.release, args.sample or SAMPLE, args.seed, registry, args.quiet)
     finally:
         set_quiet(False)
     return EXIT_OK if holds else EXIT_FAILURES

@@ -433,17 +433,21 @@ def fresh_cache(folder: Path) -> Iterator[None]:
             os.environ[CACHE_ENV] = before
 
 
-def verify(tasks_file: Path, release: Path, size: int, seed: int, registry, quiet: bool = False) -> bool:
-    """Check the integrity of ``release`` against ``tasks_file``'s current plan, recompute
+def verify(tasks_file: Path, release: Path | None, size: int, seed: int, registry, quiet: bool = False) -> bool:
+    """Check the integrity of ``release`` (default: the results table in the release
+    folder of ``tasks_file``'s checkout) against ``tasks_file``'s current plan, recompute
     ``size`` of its units drawn with ``seed`` in a temporary folder, print the findings,
     the sample and the comparison; return whether everything holds (no finding, every
     row within tolerance)."""
     from relbench.config import load_suite
+    from relbench.leaderboard import RELEASE
+    from relbench.publish import default_folder
     from relbench.runner import Runner
 
     if not tasks_file.is_file():
         raise UserError(f"{tasks_file}: no such tasks file. Pass the tasks file of the release, e.g. "
                         f"`relbench verify tasks.yaml`.")
+    release = release or default_folder(tasks_file) / RELEASE
     rows = read_release(release)
     with tempfile.TemporaryDirectory(prefix="relbench-verify-") as folder, fresh_cache(Path(folder) / "cache"):
         suite = load_suite(tasks_file, registry)

@@ -233,8 +233,9 @@ def test_user_errors_exit_2_without_a_traceback(release, cli_main, capsys, tmp_p
     assert cli_main(["verify", str(path), "--release", str(tmp_path / "nowhere.parquet")]) == 2
     err = capsys.readouterr().err
     assert "cannot read the release" in err and "Traceback" not in err
-    assert cli_main(["verify", str(tmp_path / "none.yaml")]) == 2
-    assert "no such tasks file" in capsys.readouterr().err
+    for missing in (tmp_path / "none.yaml", tmp_path / "no" / "such" / "folder.yaml"):
+        assert cli_main(["verify", str(missing)]) == 2
+        assert "no such tasks file" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
         cli_main(["verify", str(path), "--sample", "0"])
     assert exit_.value.code == 2
