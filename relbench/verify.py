@@ -60,7 +60,7 @@ SHOWN = 8
 STAND_IN_RUN = "release-lacks-this-unit"
 #: the rules a compared row is judged by
 BITWISE, STATED, INTERVAL = "bitwise", "stated tolerance", "half the 95 % interval"
-#: the provenance tools and libraries whose versions the rows' ``environment`` records
+#: the interpreter and library whose versions a row's ``environment`` records
 ENVIRONMENT_VERSIONS = re.compile(r"\b(Python|torch) ([^,\s]+)")
 
 
@@ -388,15 +388,18 @@ def _number(value: float | None) -> str:
 
 
 def metric_table(table: pd.DataFrame) -> str:
-    """Per metric: the rule(s) its rows were judged by, rows compared, the largest |Δ|
-    and how many rows fall outside tolerance."""
+    """Per metric: the rule(s) its rows were judged by, units and rows compared, the
+    largest |Δ|, and how many rows and units (a unit: any of its rows) fall outside
+    tolerance."""
     lines = []
     for metric, group in table.groupby("metric", sort=True):
         rules = group["rule"].value_counts()
         rule = rules.index[0] if len(rules) == 1 else "; ".join(f"{r} ({n} rows)" for r, n in rules.items())
-        lines.append([metric, rule, len(group), _number(group["delta"].max()), int((~group["within"]).sum())])
-    return tabulate(lines, headers=["metric", "rule", "rows", "max |Δ|", "outside"], tablefmt="simple",
-                    disable_numparse=True)
+        outside = group[~group["within"]]
+        lines.append([metric, rule, group["unit"].nunique(), len(group), _number(group["delta"].max()),
+                      len(outside), outside["unit"].nunique()])
+    return tabulate(lines, headers=["metric", "rule", "units", "rows", "max |Δ|", "rows outside", "units outside"],
+                    tablefmt="simple", disable_numparse=True)
 
 
 def outside_table(table: pd.DataFrame) -> str:
@@ -504,10 +507,11 @@ def _print_comparison(table: pd.DataFrame, stats) -> bool:
         print(f"  failed while recomputing: {failure.splitlines()[0]}")
     print(metric_table(table))
     print(f"\n{RULES}")
-    outside = int((~table["within"]).sum())
-    if outside:
-        print(f"\n{outside} of {len(table)} rows fall outside tolerance:\n")
+    outside = table[~table["within"]]
+    if len(outside):
+        print(f"\n{outside['unit'].nunique()} of {_count(table['unit'].nunique(), 'unit')} ({len(outside)} of "
+              f"{_count(len(table), 'row')}) fall outside tolerance:\n")
         print(outside_table(table))
     else:
-        print(f"\nall {len(table)} rows within tolerance.")
-    return not outside and len(table) > 0
+        print(f"\nall {_count(table['unit'].nunique(), 'unit')} ({_count(len(table), 'row')}) within tolerance.")
+    return outside.empty and not table.empty

@@ -80,7 +80,7 @@ def test_a_release_reproduces_bitwise_and_verify_exits_0(release, cli_main, caps
     assert "recomputed 3 units from scratch" in out
     table = out[out.index("metric "):out.index("Rules:")]
     assert "accuracy" in table and "bitwise" in table and "tolerance" not in table
-    assert "all " in out and "rows within tolerance" in out
+    assert "all 3 units (" in out and "rows) within tolerance" in out
 
 
 def test_a_tampered_published_value_is_outside_tolerance_and_exits_1(release, cli_main, capsys):
@@ -95,10 +95,11 @@ def test_a_tampered_published_value_is_outside_tolerance_and_exits_1(release, cl
     every = str(rows["unit"].nunique())  # the whole release: the tampered unit is drawn
     assert _verify(cli_main, path, "--sample", every) == 1
     out = capsys.readouterr().out
-    assert "1 of " in out and "rows fall outside tolerance" in out
-    assert rows.loc[target, "unit"][:12] in out.split("rows fall outside tolerance")[1]
+    units = rows["unit"].nunique()
+    assert f"1 of {units} units (1 of {len(rows)} rows) fall outside tolerance" in out
+    assert rows.loc[target, "unit"][:12] in out.split("fall outside tolerance")[1]
     line = next(ln for ln in out.splitlines() if ln.startswith("accuracy "))
-    assert "0.01" in line and line.split()[-1] == "1"  # max |Δ| 0.01, one row outside
+    assert "0.01" in line and line.split()[-2:] == ["1", "1"]  # max |Δ| 0.01; one row, one unit outside
 
 
 def test_a_row_of_a_dirty_revision_and_a_missing_unit_are_integrity_findings(release, cli_main, capsys):
@@ -113,7 +114,7 @@ def test_a_row_of_a_dirty_revision_and_a_missing_unit_are_integrity_findings(rel
     assert "FINDING: 1 row computed from a checkout with uncommitted changes (abc1234-dirty), in tasks blobs" in out
     assert "FINDING: quality: 1 of the 4 planned units without rows under the plan's identity" in out
     assert "recomputed 2 units" in out  # the missing unit is not computed: it has nothing to compare with
-    assert "all " in out and "rows within tolerance" in out  # what was sampled still reproduces
+    assert "all 2 units (" in out and "rows) within tolerance" in out  # what was sampled still reproduces
 
 
 def test_an_edited_tasks_file_and_other_versions_are_integrity_findings(release, cli_main, capsys):
@@ -200,7 +201,7 @@ def test_a_tolerance_where_the_computation_is_not_deterministic(release, cli_mai
     _rewrite(table, lambda df: on_a_gpu(df, 0.05))
     assert _verify(cli_main, path, "--sample", every) == 1
     out = capsys.readouterr().out
-    assert rows.loc[carrier, "unit"][:12] in out.split("rows fall outside tolerance")[1]
+    assert rows.loc[carrier, "unit"][:12] in out.split("fall outside tolerance")[1]
 
 
 def test_half_interval_is_half_the_percentile_bootstrap_of_the_cells_test_samples(release):
