@@ -60,24 +60,17 @@ def store_from_release(tasks: str, release: str, output: Path, boards: Path, pag
     from relbench.results import ResultStore
     from relbench.rows import TASK_ERROR
     from relbench.runner import Runner
+    from relbench.verify import store_release
 
     registry = load_registry()
-    rows = pd.read_parquet(release)
-    by_unit = {unit: group for unit, group in rows.groupby("unit", sort=False)}
-    store = ResultStore(output)
     suite = load_suite(Path(tasks), registry)
     task_runs = Runner(suite, registry, quiet=True, output=output).plans()
-    for task_run in task_runs:
-        for unit in task_run.plan().units:
-            if unit.id not in by_unit:
-                sys.exit(f"{release} has no rows of unit {unit.id} of task {task_run.task.name}: it is not the "
-                         f"release of {tasks}")
-            group = by_unit[unit.id]
-            records = [{k: v for k, v in r.items() if k not in ("unit", "run") and not k.startswith("inputs.")
-                        and not (pd.api.types.is_scalar(v) and pd.isna(v))}
-                       for r in group.to_dict("records")]
-            store.append(task_run.task.name, unit.id, records, str(group["run"].iloc[0]), key=unit.display,
-                         inputs=unit.inputs)
+    store = ResultStore(output)
+    lacking = store_release(task_runs, pd.read_parquet(release), store)
+    if lacking:
+        task, unit = lacking[0]
+        sys.exit(f"{release} has no rows of unit {unit.id} of task {task} (and {len(lacking) - 1} more): it is not "
+                 f"the release of {tasks}")
     shutil.copytree(boards, pages)
     manifest = json.loads((pages / MANIFEST).read_text(encoding="utf-8"))
     for task_run in task_runs:

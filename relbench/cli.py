@@ -2,7 +2,8 @@
 
 Exit codes:
     0   everything requested finished
-    1   the run finished but some combinations or tasks failed (listed in the summary)
+    1   the run finished but some combinations or tasks failed (listed in the summary);
+        ``verify``: a finding (integrity, or a recomputed unit outside tolerance)
     2   bad input: tasks file, plugin names or parameters, paths, missing assets
     130 interrupted (Ctrl-C); finished work is stored, the same command resumes
 """
@@ -49,6 +50,16 @@ def _jobs(text: str) -> int:
                                          f"{text[:40]!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected 0 (one per CPU core) or a positive number, got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text[:40]!r}")
     return value
 
 
@@ -130,6 +141,23 @@ def _parser() -> argparse.ArgumentParser:
     publish.add_argument("--output", type=Path, help="results directory (overrides the tasks file)")
     publish.add_argument("--to", type=Path, help="release folder (default: leaderboards/ at the top of the checkout "
                                                  "holding the tasks file)")
+
+    verify = sub.add_parser("verify", help="audit a release: check its integrity and recompute a sample of its units",
+                            description="Check the release's results table against the tasks file (every row from a "
+                                        "clean git revision, every planned unit present under the plan's identity, "
+                                        "the tasks file's sha256 and the recorded versions the ones here), then "
+                                        "recompute N published units drawn with seed S, stratified over task kinds, "
+                                        "from scratch in a temporary cache and store (removed afterwards), and print "
+                                        "per metric the largest |recomputed - published| and how many rows fall "
+                                        "outside tolerance. Exit 0 when everything holds, 1 on any finding.")
+    verify.add_argument("tasks", type=Path, nargs="?", default=Path("tasks.yaml"),
+                        help="the tasks file of the release (default tasks.yaml)")
+    verify.add_argument("--sample", type=_positive, default=None, metavar="N",
+                        help="how many published units to recompute (default 8)")
+    verify.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the sample (default 0)")
+    verify.add_argument("--release", type=Path, help="the release's results table (default: results.parquet in "
+                                                     "leaderboards/ at the top of the checkout holding the tasks file)")
+    verify.add_argument("-q", "--quiet", action="store_true", help="no progress bars while recomputing")
 
     export = sub.add_parser("export", help="write the current results as one flat table (parquet, csv, jsonl)",
                             description="One row per (unit, metric) with every parameter as its own column; the "
@@ -440,6 +468,18 @@ def _cmd_publish(args, registry) -> int:
     return EXIT_OK
 
 
+def _cmd_verify(args, registry) -> int:
+    from relbench.interfaces import set_quiet
+    from relbench.verify import SAMPLE, verify
+
+    set_quiet(args.quiet)
+    try:
+        holds = verify(args.tasks, args.release, args.sample or SAMPLE, args.seed, registry, args.quiet)
+    finally:
+        set_quiet(False)
+    return EXIT_OK if holds else EXIT_FAILURES
+
+
 def _cmd_export(args, registry) -> int:
     import pandas as pd
 
@@ -482,7 +522,7 @@ def _dispatch(args) -> int:
         print(f"relbench: warning: --disable {name!r} matches no plugin package or plugin; nothing was switched "
               f"off for it (see `relbench plugins`).", file=sys.stderr)
     commands = {"plugins": _cmd_plugins, "run": _cmd_run, "leaderboard": _cmd_leaderboard, "export": _cmd_export,
-                "publish": _cmd_publish}
+                "publish": _cmd_publish, "verify": _cmd_verify}
     return commands[args.command](args, registry)
 
 

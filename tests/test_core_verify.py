@@ -1,0 +1,252 @@
+"""`relbench verify`: a published release is checked for integrity (clean revisions,
+every planned unit under the plan's identity, the tasks file and versions of the
+release), and a seeded sample of its units, stratified over task kinds, is recomputed
+from scratch in temporary folders and compared with the published rows."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from relbench.cache import CACHE_ENV
+from relbench.leaderboard import RELEASE
+
+TASKS = """\
+suite:
+  seeds: [0, 1]
+  num_anchors: 16
+  output: results
+  leaderboards: results/boards
+tasks:
+  - name: blobs
+    dataset: {name: toy-blobs, params: {classes: 4}}
+    encoders:
+      - {name: toy-rotated, label: a, params: {seed: 1}}
+      - {name: toy-rotated, label: b, params: {seed: 2, scale: 3.0}}
+    grid: {selectors: [random], similarities: [cosine], stitchers: [relative, absolute]}
+    metrics: [accuracy]
+  - name: quality
+    kind: {name: translation-quality, params: {omegas: [1], deltas: [0.5], max_samples: 60}}
+    dataset: {name: toy-blobs, params: {classes: 3, seed: 5}}
+    encoders:
+      - {name: toy-rotated, label: a, params: {seed: 1}}
+      - {name: toy-rotated, label: b, params: {seed: 4}}
+    grid: {selectors: [random]}
+"""
+
+
+def _git(folder: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=folder, check=True,
+                   capture_output=True)
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def release(cli_main, write_yaml, monkeypatch, tmp_path):
+    """A tasks file committed in a checkout and its release, published from a complete
+    store at a clean revision: ``(tasks file, release table)``."""
+    monkeypatch.setattr("relbench.runner.git_revision", lambda: "abc1234")
+    path = write_yaml(TASKS)
+    (tmp_path / ".gitignore").write_text("results/\ncache/\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "tasks.yaml", ".gitignore")
+    _git(tmp_path, "commit", "-qm", "tasks")
+    assert cli_main(["run", str(path), "-q", "--no-leaderboard"]) == 0
+    assert cli_main(["publish", str(path)]) == 0
+    return path, tmp_path / "leaderboards" / RELEASE
+
+
+def _verify(cli_main, path: Path, *args: str) -> int:
+    return cli_main(["verify", str(path), "-q", *args])
+
+
+def _rewrite(table: Path, change) -> None:
+    rows = pd.read_parquet(table)
+    change(rows)
+    rows.to_parquet(table, index=False)
+
+
+def test_a_release_reproduces_bitwise_and_verify_exits_0(release, cli_main, capsys):
+    path, _ = release
+    assert _verify(cli_main, path, "--sample", "3") == 0
+    out = capsys.readouterr().out
+    assert "integrity of" in out and "holds:" in out and "FINDING" not in out
+    assert "recomputed 3 units from scratch" in out
+    table = out[out.index("metric "):out.index("Rules:")]
+    assert "accuracy" in table and "bitwise" in table and "tolerance" not in table
+    assert "all 3 units (" in out and "rows) within tolerance" in out
+
+
+def test_a_tampered_published_value_is_outside_tolerance_and_exits_1(release, cli_main, capsys):
+    path, table = release
+    rows = pd.read_parquet(table)
+    target = rows[(rows["metric"] == "accuracy") & (rows["task"] == "blobs")].index[0]
+
+    def tamper(df):
+        df.loc[target, "value"] = df.loc[target, "value"] + 0.01
+
+    _rewrite(table, tamper)
+    every = str(rows["unit"].nunique())  # the whole release: the tampered unit is drawn
+    assert _verify(cli_main, path, "--sample", every) == 1
+    out = capsys.readouterr().out
+    units = rows["unit"].nunique()
+    assert f"1 of {units} units (1 of {len(rows)} rows) fall outside tolerance" in out
+    assert rows.loc[target, "unit"][:12] in out.split("fall outside tolerance")[1]
+    line = next(ln for ln in out.splitlines() if ln.startswith("accuracy "))
+    assert "0.01" in line and line.split()[-2:] == ["1", "1"]  # max |Δ| 0.01; one row, one unit outside
+
+
+def test_a_row_of_a_dirty_revision_and_a_missing_unit_are_integrity_findings(release, cli_main, capsys):
+    path, table = release
+    rows = pd.read_parquet(table)
+    gone = rows.loc[rows["task"] == "quality", "unit"].iloc[0]
+    rows = rows[rows["unit"] != gone].copy()
+    rows.loc[rows.index[0], "git"] = "abc1234-dirty"
+    rows.to_parquet(table, index=False)
+    assert _verify(cli_main, path, "--sample", "2") == 1
+    out = capsys.readouterr().out
+    assert "FINDING: 1 row computed from a checkout with uncommitted changes (abc1234-dirty), in tasks blobs" in out
+    assert "FINDING: quality: 1 of the 4 planned units without rows under the plan's identity" in out
+    assert "recomputed 2 units" in out  # the missing unit is not computed: it has nothing to compare with
+    assert "all 2 units (" in out and "rows) within tolerance" in out  # what was sampled still reproduces
+
+
+def test_an_edited_tasks_file_and_other_versions_are_integrity_findings(release, cli_main, capsys):
+    path, table = release
+    path.write_text(path.read_text() + "\n# edited after the release\n")
+    _rewrite(table, lambda df: df.__setitem__("environment", "Python 3.0.1, torch 0.1.0, Linux x86_64, 2 CPU cores"))
+    assert _verify(cli_main, path, "--sample", "1") == 1
+    out = capsys.readouterr().out
+    assert "the release was drawn from `tasks.yaml` with sha256" in out and "not the tasks file of the release" in out
+    assert "torch: the rows record 0.1.0, here" in out and "Python: the rows record 3.0.1, here" in out
+
+
+def test_the_sample_is_stratified_over_kinds_and_seeded(release, registry):
+    from relbench.config import load_suite
+    from relbench.runner import Runner
+    from relbench.verify import draw, read_release
+
+    path, table = release
+    rows = read_release(table)
+    task_runs = Runner(load_suite(path, registry), registry, quiet=True).plans()
+
+    def sample(size, seed):
+        return [(s.kind, s.unit.id) for s in draw(task_runs, rows, size, seed)]
+
+    assert [kind for kind, _ in sample(2, 0)] == ["stitching", "translation-quality"]
+    assert sample(5, 3) == sample(5, 3)
+    assert len({tuple(sample(5, seed)) for seed in range(6)}) > 1  # another seed, another sample
+    assert {kind for kind, _ in sample(1, 0)} <= {"stitching", "translation-quality"}
+
+
+def test_stratified_sample_shares_the_rest_in_proportion():
+    from relbench.verify import stratified_sample
+
+    strata = {"big": list(range(90)), "small": list(range(100, 110)), "one": [200]}
+    picked = stratified_sample(strata, 12, seed=0)
+    assert len(picked) == len(set(picked)) == 12
+    counts = {k: sum(p in strata[k] for p in picked) for k in strata}
+    assert counts == {"big": 9, "small": 2, "one": 1}  # 1 each; the 9 left shared 89:9:0, 8.17 and 0.83 rounded
+    assert stratified_sample(strata, 200, seed=0) == [*strata["big"], *strata["one"], *strata["small"]]
+    assert len({tuple(stratified_sample(strata, 2, seed=s)) for s in range(10)}) > 1  # too few: kinds drawn
+
+
+def test_verify_writes_nothing_outside_its_temporary_folders(release, cli_main, tmp_path, monkeypatch):
+    import tempfile
+
+    path, table = release
+    cache = Path(tmp_path / "cache")
+    before = {folder: _snapshot(folder) for folder in (tmp_path / "results", tmp_path / "leaderboards", cache)}
+    assert before[cache], "the fixture's run filled the user's cache"
+    made = []
+    real = tempfile.TemporaryDirectory
+
+    def spy(*args, **kwargs):
+        folder = real(*args, **kwargs)
+        made.append(Path(folder.name))
+        return folder
+
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", spy)
+    assert _verify(cli_main, path, "--sample", "2") == 0
+    assert {folder: _snapshot(folder) for folder in before} == before
+    assert made and not any(folder.exists() for folder in made)
+    import os
+
+    assert os.environ[CACHE_ENV] == str(cache)
+
+
+def test_a_tolerance_where_the_computation_is_not_deterministic(release, cli_main, capsys):
+    """Rows computed on a GPU are compared within the stated tolerance, at most half the
+    cell's 95 % interval where the release has its per-sample predictions."""
+    path, table = release
+    rows = pd.read_parquet(table)
+    cells = rows[rows["per_sample.format"].notna() & (rows["metric"] == "accuracy")]
+    carrier = cells["value"].idxmin()  # an imperfect cell: its interval has a width
+    every = str(rows["unit"].nunique())
+
+    def on_a_gpu(df, shift):
+        df["device"] = "cuda"
+        df.loc[carrier, "value"] += shift
+
+    _rewrite(table, lambda df: on_a_gpu(df, 1e-4))  # within the stated tolerance, 1e-6 + 1e-3·|value|
+    assert _verify(cli_main, path, "--sample", every) == 0
+    out = capsys.readouterr().out
+    assert "stated tolerance" in out and "bitwise" not in out.split("Rules:")[0]
+    _rewrite(table, lambda df: on_a_gpu(df, 0.05))
+    assert _verify(cli_main, path, "--sample", every) == 1
+    out = capsys.readouterr().out
+    assert rows.loc[carrier, "unit"][:12] in out.split("fall outside tolerance")[1]
+
+
+def test_half_interval_is_half_the_percentile_bootstrap_of_the_cells_test_samples(release):
+    """One published cell's interval is SciPy's percentile bootstrap over its test
+    samples (up to the resampling's own noise)."""
+    from scipy.stats import bootstrap
+
+    from relbench.samples import read_predictions
+    from relbench.verify import _per_sample, half_interval, tolerance
+    from relbench_metrics.classification import Accuracy
+
+    _, table = release
+    rows = pd.read_parquet(table)
+    carrier = rows[rows["per_sample.format"].notna() & (rows["metric"] == "accuracy")]["value"].idxmin()
+    unit = rows[rows["unit"] == rows.loc[carrier, "unit"]]
+    columns = ["seed", "source", "target", "selector", "similarity", "stitcher", "regularizer", "held_out"]
+    half = half_interval(unit, carrier, columns, Accuracy())
+    y_true, y_pred = read_predictions(_per_sample(unit).loc[carrier, "per_sample"])
+    ci = bootstrap(((y_true == y_pred).astype(float),), lambda x, axis: x.mean(axis=axis), method="percentile",
+                   n_resamples=2000, random_state=0).confidence_interval
+    assert half == pytest.approx((ci.high - ci.low) / 2, abs=0.01) and half > 0.02
+    assert tolerance(0.5, half) == (pytest.approx(1e-6 + 5e-4), "stated tolerance")
+    assert tolerance(0.5, 1e-5) == (1e-5, "half the 95 % interval")
+    without = unit.drop(columns=[c for c in unit if c.startswith("per_sample.")])
+    assert half_interval(without, carrier, columns, Accuracy()) is None  # no per-sample data, no interval
+
+
+def test_user_errors_exit_2_without_a_traceback(release, cli_main, capsys, tmp_path):
+    path, _ = release
+    assert cli_main(["verify", str(path), "--release", str(tmp_path / "nowhere.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot read the release" in err and "Traceback" not in err
+    for missing in (tmp_path / "none.yaml", tmp_path / "no" / "such" / "folder.yaml"):
+        assert cli_main(["verify", str(missing)]) == 2
+        assert "no such tasks file" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["verify", str(path), "--sample", "0"])
+    assert exit_.value.code == 2
+
+
+def test_a_release_of_other_identities_is_reported_and_nothing_is_recomputed(release, cli_main, capsys):
+    path, table = release
+    _rewrite(table, lambda df: df.__setitem__("unit", "old-" + df["unit"]))
+    assert _verify(cli_main, path) == 1
+    out = capsys.readouterr().out
+    assert "FINDING: blobs: 8 of the 8 planned units without rows under the plan's identity" in out
+    assert "FINDING: quality: rows of 4 units the current plan does not have (other identities)" in out
+    assert "nothing to recompute" in out and "recomputed" not in out
