@@ -9,8 +9,8 @@ the index line (:meth:`TaskKind.headline`) and its ranking of combinations
 (:meth:`TaskKind.ranking`), which the index compares across tasks
 (:mod:`relbench.crosstask`), and the cells of the kind's section of the index
 (:meth:`TaskKind.index_cells`, kept with the page; :meth:`TaskKind.index_section`);
-``sources.md`` lists where data and models come from (:mod:`relbench.provenance`). Only rows of the current tasks file's identities reach a
-page; nothing here recomputes a result.
+``sources.md`` lists where data and models come from (:mod:`relbench.provenance`). Only
+rows of the current tasks file's identities reach a page; nothing here recomputes a result.
 """
 
 from __future__ import annotations
