@@ -81,6 +81,8 @@ def test_the_aggregate_is_the_mean_score_and_rank_over_the_tasks_with_their_inte
     mixed = {**tasks, "t2": _cells(scores[2], metric="accuracy")}
     assert aggregate(mixed)["a"]["score"] is None and aggregate(mixed)["a"]["rank"] == found["a"]["rank"]
     assert aggregate({"t0": tasks["t0"]}) == {}  # one task: its cells are the aggregate
+    alone = aggregate({"t0": _cells({"a": 0.9, "b": 0.8}), "t1": _cells({"a": 0.7, "c": 0.6})})
+    assert list(alone) == ["a"] and alone["a"]["rank"] is None  # first among itself: no rank
 
 
 def test_tasks_of_one_view_and_of_several_get_their_own_tables():

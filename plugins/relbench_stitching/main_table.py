@@ -85,9 +85,10 @@ def cell_text(cell: dict) -> str:
 
 def aggregate(cells_by_task: dict[str, list[dict]]) -> dict[str, dict]:
     """Per combination measured on every task (when there are :data:`MIN_TASKS`), its
-    mean score (None when the tasks' metrics differ) and mean rank, each as ``(mean,
-    low, high)`` from :func:`task_bootstrap`. The rank in a task is the combination's
-    place among the combinations aggregated, in the page's order (1 = best)."""
+    mean score (None when the tasks' metrics differ) and mean rank (None when it is the
+    only such combination), each as ``(mean, low, high)`` from :func:`task_bootstrap`.
+    The rank in a task is the combination's place among the combinations aggregated, in
+    the page's order (1 = best)."""
     tasks = list(cells_by_task)
     by_method = [{c["method"]: c for c in cells} for cells in cells_by_task.values()]
     complete = [m for m in by_method[0] if all(m in cells for cells in by_method)]
@@ -98,9 +99,9 @@ def aggregate(cells_by_task: dict[str, list[dict]]) -> dict[str, dict]:
     ranks = positions.argsort(axis=0).argsort(axis=0) + 1.0
     metrics = {(c["metric"], c["direction"]) for cells in cells_by_task.values() for c in cells}
     mean_score = task_bootstrap(scores) if len(metrics) == 1 else None
-    mean_rank = task_bootstrap(ranks)
+    mean_rank = task_bootstrap(ranks) if len(complete) > 1 else None
     return {m: {"score": tuple(float(x[i]) for x in mean_score) if mean_score else None,
-                "rank": tuple(float(x[i]) for x in mean_rank)} for i, m in enumerate(complete)}
+                "rank": tuple(float(x[i]) for x in mean_rank) if mean_rank else None} for i, m in enumerate(complete)}
 
 
 def _methods(cells_by_task: dict[str, list[dict]], aggregated: dict[str, dict]) -> list[str]:
@@ -113,7 +114,7 @@ def _methods(cells_by_task: dict[str, list[dict]], aggregated: dict[str, dict]) 
 
     def order(method: str) -> tuple:
         if method in aggregated:
-            return (0, aggregated[method]["rank"][0], method)
+            return (0, (aggregated[method]["rank"] or (1.0,))[0], method)
         return (1, -len(places[method]), float(np.mean(places[method])), method)
 
     return sorted(places, key=order)
@@ -127,8 +128,11 @@ def _aggregate_cells(method: str, aggregated: dict[str, dict], measured: int, ta
     if found["score"]:
         mean, low, high = found["score"]
         score = f"{_decimals(mean)}±{_decimals(max(high - mean, mean - low))}"
-    mean, low, high = found["rank"]
-    return [f"{measured}/{tasks}", score, f"{mean:.1f} ({low:.1f}–{high:.1f})"]
+    rank = ""
+    if found["rank"]:
+        mean, low, high = found["rank"]
+        rank = f"{mean:.1f} ({low:.1f}–{high:.1f})"
+    return [f"{measured}/{tasks}", score, rank]
 
 
 def _table(methods: list[str], chunk: list[str], cells_by_task: dict[str, list[dict]], short: dict[str, str],
@@ -186,7 +190,8 @@ def _group_section(title: str, cells_by_task: dict[str, list[dict]], short: dict
             f"*tasks*: how many of the {len(cells_by_task)} tasks above measured the combination. For the "
             f"combinations measured on all of them: *{summary}*, the mean over the tasks of the score"
             f"{'' if len(metrics) == 1 else ' (n/a: the tasks rank by different metrics)'}, and *mean rank*, the mean "
-            f"over the tasks of the combination's place among these combinations in the task's ranking (1 = best); "
+            f"over the tasks of the combination's place among these combinations in the task's ranking (1 = best; "
+            f"empty when there is one); "
             f"each with a 95 % percentile interval from a bootstrap over tasks ({RESAMPLES:,} resamples of the tasks "
             f"with replacement, seed {SEED}), which resamples tasks only: it is conditional on each task's seeds and "
             f"test samples, and no interval here resamples encoder pairs (a task's pairs are its design). The others "
