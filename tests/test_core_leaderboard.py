@@ -239,10 +239,18 @@ tasks:
 """
 
 
-def test_each_kind_adds_one_section_from_the_cells_its_pages_recorded(cli_main, write_yaml):
+def test_each_kind_adds_one_section_from_the_cells_its_pages_recorded(write_yaml, monkeypatch):
     import json
 
+    import toy_plugins
     from toy_plugins import Tally
+
+    from relbench import cli
+    from relbench.plugins import Registry, _discover
+
+    registry = Registry(_discover() + [("toy", toy_plugins, "tests 0"), ("tallies", toy_plugins.TALLIES, "tests 0")])
+    monkeypatch.setattr("relbench.plugins.load_registry", lambda *args, **kwargs: registry)
+    cli_main = cli.main
 
     path = write_yaml(TALLIES)
     Tally.cells_calls.clear()
