@@ -828,7 +828,9 @@ class TaskKind(Plugin, ABC):
     kind declares the :attr:`columns` that identify its cells, lists its units of work
     with :meth:`plan` (from the task alone, before any data is loaded: ``--dry-run`` and
     the results store's identities come from it), computes them in :meth:`run` through a
-    :class:`TaskRunAPI`, and draws its page from stored rows in :meth:`page`.
+    :class:`TaskRunAPI`, and draws its page from stored rows in :meth:`page`. It may
+    add one section to the leaderboard index from what its pages recorded
+    (:meth:`index_cells`, :meth:`index_section`).
     """
 
     interface: ClassVar[str] = "task_kind"
@@ -884,6 +886,25 @@ class TaskKind(Plugin, ABC):
     def ranking(self, results: pd.DataFrame) -> list[str] | None:
         """Combination labels best first, for the index's cross-task ranking (None:
         this kind's combinations are not ranked across tasks)."""
+        return None
+
+    def index_cells(self, results: pd.DataFrame, page: Page) -> list[dict[str, Any]] | None:
+        """The task's cells in this kind's section of the index (:meth:`index_section`):
+        compact, JSON-serialisable summaries, e.g. one per method with its score, 95 %
+        interval and whether it is among the best, or None (the kind has no section).
+        Called once per drawing of the task's page, after :meth:`page` (which ``page``
+        drew, so a kind may hand over what it computed there instead of computing it
+        twice); the leaderboard manifest keeps them with the page, so a run that redraws
+        no page does not call it again."""
+        return None
+
+    @classmethod
+    def index_section(cls, cells_by_task: dict[str, list[dict[str, Any]]]) -> str | None:
+        """This kind's section of the leaderboard index (markdown, headed by its own
+        ``##`` heading), from the :meth:`index_cells` of each of its tasks (task name →
+        cells, in the tasks file's order; tasks without cells are left out), or None
+        (no section). Called once per kind each time the index is written; a task's
+        page is ``<task>.md`` beside the index."""
         return None
 
     def claim_rows(self, results: pd.DataFrame) -> pd.DataFrame:

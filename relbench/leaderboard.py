@@ -7,9 +7,10 @@ the tasks file checked on the rows, the published numbers next to ours — and a
 task's kind, built with the task's own parameters, for the body (:meth:`TaskKind.page`),
 the index line (:meth:`TaskKind.headline`) and its ranking of combinations
 (:meth:`TaskKind.ranking`), which the index compares across tasks
-(:mod:`relbench.crosstask`); ``sources.md`` lists where data and models come from
-(:mod:`relbench.provenance`). Only rows of the current tasks file's identities reach a
-page; nothing here recomputes a result.
+(:mod:`relbench.crosstask`), and the cells of the kind's section of the index
+(:meth:`TaskKind.index_cells`, kept with the page; :meth:`TaskKind.index_section`);
+``sources.md`` lists where data and models come from (:mod:`relbench.provenance`). Only
+rows of the current tasks file's identities reach a page; nothing here recomputes a result.
 """
 
 from __future__ import annotations
@@ -214,7 +215,7 @@ def protocol_section(task: Task, df: pd.DataFrame) -> str:
 
 
 #: beside the pages: per task, the digest of what its page was drawn from, the files it
-#: wrote and its index line, so that an unchanged page is not drawn again
+#: wrote, its index line and its kind's index cells, so that an unchanged page is not drawn again
 MANIFEST = ".pages.json"
 #: the page listing where data and models come from (:mod:`relbench.provenance`)
 SOURCES = "sources.md"
@@ -279,6 +280,19 @@ def _cross_task(out: Path, ranks: dict, entry: Any, redraw: bool) -> dict:
     return {"digest": digest, "link": link, "section": crosstask.section(result, link)}
 
 
+def kind_sections(tasks: list[Task], entries: dict[str, dict]) -> list[str]:
+    """Each task kind's section of the index (:meth:`TaskKind.index_section`), the kinds
+    in the order the tasks file first names them, each given the cells its tasks' pages
+    recorded (``entries``: the manifest's entries by task; a task without cells is left
+    out, a kind without any gets no call)."""
+    cells_by_kind: dict[type, dict[str, list]] = {}
+    for task in tasks:
+        cells = entries[task.name].get("cells")
+        if cells:
+            cells_by_kind.setdefault(task.kind.cls, {})[task.name] = cells
+    return [section for kind, cells in cells_by_kind.items() if (section := kind.index_section(cells))]
+
+
 def _write_release(store: ResultStore, path: Path, tasks: list[Task], current: dict[str, list[str]],
                    kept: set[str]) -> None:
     """The rows of every task's page as one flat parquet table, written whole, then
@@ -307,7 +321,8 @@ def _read_manifest(out: Path) -> dict:
 
 def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Holding) -> dict:
     """Write one task's page; return its manifest entry (files, index line, ranking,
-    and :meth:`Holding.record`: what the page was drawn from)."""
+    the cells of its kind's index section, and :meth:`Holding.record`: what the page was
+    drawn from)."""
     df = store.load(task.name, units=units)
     kind = task.kind.build()
     page = Page(out, task.name, store, metrics={m.label: m.build() for m in task.metrics})
@@ -316,7 +331,7 @@ def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Hol
         atomic_write_bytes(path, (f"# {task.name}\n\n{task.description}\n\n_No results of the current tasks file "
                                   f"yet: run `relbench run` on it. {GENERATED}_\n").encode())
         _remove_stale_figures(page)
-        return {"files": [path.name], "index": None, "ranking": None, **held.record(store, df, out)}
+        return {"files": [path.name], "index": None, "ranking": None, "cells": None, **held.record(store, df, out)}
     try:
         body = kind.page(df, page)
     except OSError:  # e.g. a full disk: a figure half written is no figure
@@ -343,7 +358,8 @@ def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Hol
     else:
         line = [f"[{task.name}]({task.name}.md)", kind.name, "see page", "", "", "", ""]
     files = [path.name, *(str(f.relative_to(out)) for f in page.written)]
-    return {"files": files, "index": line, "ranking": kind.ranking(df) or None, **held.record(store, df, out)}
+    return {"files": files, "index": line, "ranking": kind.ranking(df) or None, "cells": kind.index_cells(df, page),
+            **held.record(store, df, out)}
 
 
 def reference_gap(score: float, reference: float, direction: str) -> float:
@@ -508,7 +524,7 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
         files_there = isinstance(entry, dict) and all((out / f).is_file() for f in entry.get("files", []))
         if files_there and not held.complete and published(entry) and shown(entry, plan, out, task.name):
             kept.add(task.name)  # a complete page of this plan stays until a complete store replaces it
-        elif redraw or not (files_there and entry.get("digest") == digest):
+        elif redraw or not (files_there and entry.get("digest") == digest and "cells" in entry):
             entry = {"digest": digest, **_draw(store, out, task, units, held)}
             written.append(out / f"{task.name}.md")
         entries[task.name] = entry
@@ -528,6 +544,7 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
              (f"**{SMOKE}**\n\n" if smoke else "") + NOT_A_RELEASE,
              f"Where every data set and model comes from, its licence and how to cite it: "
              f"[{SOURCES}]({SOURCES}).\n",
+             *kind_sections(tasks, entries),
              "## Tasks\n",
              "*best score*: with its 95 % interval where the task's page computes one (otherwise ± std over "
              "seeds); the page shows which other combinations are indistinguishable from it. *reference*: the "

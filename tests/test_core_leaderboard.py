@@ -228,3 +228,65 @@ def test_a_redrawn_page_leaves_no_figure_it_no_longer_draws(registry, cli_main, 
     assert sorted(p.name for p in figures.iterdir()) == drawn
     page = (path.parent / "boards" / "blobs.md").read_text()
     assert all(name in page for name in drawn if name.endswith(".png"))
+
+
+TALLIES = """\
+suite: {seeds: [0, 1], output: results, leaderboards: boards}
+tasks:
+  - {name: first, kind: {name: toy-tally, params: {offset: 1}}, dataset: {name: toy-blobs}}
+  - {name: other, kind: toy-other-tally, dataset: {name: toy-blobs}}
+  - {name: second, kind: {name: toy-tally, params: {offset: 2}}, dataset: {name: toy-blobs}}
+"""
+
+
+def test_each_kind_adds_one_section_from_the_cells_its_pages_recorded(write_yaml, monkeypatch):
+    import json
+
+    import toy_plugins
+    from toy_plugins import Tally
+
+    from relbench import cli
+    from relbench.plugins import Registry, _discover
+
+    registry = Registry(_discover() + [("toy", toy_plugins, "tests 0"), ("tallies", toy_plugins.TALLIES, "tests 0")])
+    monkeypatch.setattr("relbench.plugins.load_registry", lambda *args, **kwargs: registry)
+    cli_main = cli.main
+
+    path = write_yaml(TALLIES)
+    Tally.cells_calls.clear()
+    Tally.section_calls.clear()
+    assert cli_main(["run", str(path), "-q"]) == 0
+    boards = path.parent / "boards"
+    cells = {task: [{"item": "x", "score": 0.5 + offset}, {"item": "y", "score": 0.5 + offset}]
+             for task, offset in (("first", 1), ("other", 0), ("second", 2))}  # mean of seeds 0 and 1
+    assert sorted(Tally.cells_calls) == ["first", "other", "second"]  # one call per page drawn
+    # one call per kind, with the cells of its tasks in the tasks file's order
+    assert Tally.section_calls == [("toy-tally", {"first": cells["first"], "second": cells["second"]}),
+                                   ("toy-other-tally", {"other": cells["other"]})]
+    manifest = json.loads((boards / ".pages.json").read_text())
+    assert {task: manifest[task]["cells"] for task in cells} == cells  # kept with each page
+    index = (boards / "README.md").read_text()
+    sources, tally, other, tasks = (index.index(s) for s in ("sources.md)", "## Section of toy-tally",
+                                                             "## Section of toy-other-tally", "## Tasks"))
+    assert index.index("Not a release") < sources < tally < other < tasks  # after how to cite, before the tasks
+
+    # nothing changed: no cells computed, no section, the index byte for byte the same
+    Tally.cells_calls.clear()
+    Tally.section_calls.clear()
+    assert cli_main(["run", str(path), "-q"]) == 0
+    assert Tally.cells_calls == [] and Tally.section_calls == [] and (boards / "README.md").read_text() == index
+
+    # one page drawn again: only its cells are computed; the sections get every task's, the others from the manifest
+    (boards / "second.md").unlink()
+    assert cli_main(["run", str(path), "-q"]) == 0
+    assert Tally.cells_calls == ["second"] and [name for name, _ in Tally.section_calls] == ["toy-tally",
+                                                                                           "toy-other-tally"]
+    assert Tally.section_calls[0][1] == {"first": cells["first"], "second": cells["second"]}
+
+    # a page drawn before cells were recorded is drawn again, so that every section has all its tasks
+    manifest = json.loads((boards / ".pages.json").read_text())
+    del manifest["other"]["cells"]
+    (boards / ".pages.json").write_text(json.dumps(manifest))
+    Tally.cells_calls.clear()
+    assert cli_main(["run", str(path), "-q"]) == 0
+    assert Tally.cells_calls == ["other"]

@@ -7,6 +7,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import ClassVar
 
 import numpy as np
@@ -14,7 +15,7 @@ import torch
 
 from relbench import hookimpl
 from relbench.interfaces import (AnchorContext, AnchorSelector, Anchors, Dataset, DatasetData, DataSources, Encoder,
-                                 Split, progress_bar)
+                                 ResultRow, Split, TaskKind, progress_bar)
 
 
 @dataclass
@@ -106,6 +107,55 @@ class SpySelector(AnchorSelector):
         time.sleep(self.sleep)
         order = np.random.default_rng(ctx.seed).permutation(len(ctx.ids))[: ctx.num_anchors]
         return Anchors(ids=[ctx.ids[i] for i in order])
+
+
+@dataclass
+class Tally(TaskKind):
+    """Two items per seed, each scored ``seed + offset``, with an index section listing
+    its tasks' cells (a test fixture): ``cells_calls`` records the task of every
+    :meth:`index_cells` call, ``section_calls`` the argument of every :meth:`index_section`
+    call."""
+
+    name: ClassVar[str] = "toy-tally"
+    columns: ClassVar[tuple[str, ...]] = ("item",)
+    uses_encoders: ClassVar[bool] = False
+    cells_calls: ClassVar[list] = []
+    section_calls: ClassVar[list] = []
+    offset: float = 0.0
+
+    def plan(self, task):
+        return [{"seed": seed, "item": item} for seed in task.seeds for item in ("x", "y")]
+
+    def run(self, run):
+        for key in self.plan(run.task):
+            if not run.is_done(key):
+                with run.unit(key) as rows:
+                    rows.append(ResultRow("score", key["seed"] + self.offset, "higher"))
+
+    def page(self, results, page):
+        return "a tally\n"
+
+    def index_cells(self, results, page):
+        Tally.cells_calls.append(page.task)
+        return [{"item": item, "score": float(group["value"].mean())}
+                for item, group in results.groupby("item", sort=True)]
+
+    @classmethod
+    def index_section(cls, cells_by_task):
+        cls.section_calls.append((cls.name, cells_by_task))
+        return f"## Section of {cls.name}\n\n" + json.dumps(cells_by_task, sort_keys=True) + "\n"
+
+
+@dataclass
+class OtherTally(Tally):
+    """Another kind with the same section (a test fixture)."""
+
+    name: ClassVar[str] = "toy-other-tally"
+
+
+#: registers the tally kinds where a test adds it to its registry (kept out of the toy
+#: plugins' own hooks: the conformance tests give every registered kind a case)
+TALLIES = SimpleNamespace(relbench_task_kinds=hookimpl(lambda: [Tally, OtherTally]))
 
 
 @hookimpl

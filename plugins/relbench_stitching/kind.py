@@ -36,6 +36,7 @@ import numpy as np
 from relbench.api import (Candidate, DatasetData, EncoderSpec, FitContext, NotAchievable, Page, PluginSpec, ResultRow,
                           StitchSide, Task, TaskKind, TaskRunAPI, UnitKey, UserError, candidates, choose, metric_row,
                           per_sample_predictions)
+from relbench_stitching import main_table
 from relbench_stitching import page as pages
 
 torch = lazy_loader.load("torch")
@@ -299,8 +300,25 @@ class Stitching(TaskKind):
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Ranking, references, achievable pairs, heatmaps and, for ``protocol:
-        held-out``, PARAM's Figure 1 view (see :mod:`relbench_stitching.page`)."""
-        return pages.stitching_page(results, page, held_out=self.protocol == "held-out")
+        held-out``, PARAM's Figure 1 view (see :mod:`relbench_stitching.page`). The
+        scores it draws from are kept for :meth:`index_cells` of the same rows."""
+        self._drawn = (results, pages.score(results, page))
+        return pages.stitching_page(results, page, held_out=self.protocol == "held-out", scored=self._drawn[1])
+
+    def index_cells(self, results: pd.DataFrame, page: Page) -> list[dict] | None:
+        """Per combination, its stitched score, 95 % interval and place in the page's
+        bold group (:func:`relbench_stitching.page.index_cells`), from the scores
+        :meth:`page` computed for these rows (computed here when it drew others)."""
+        drawn, scored = getattr(self, "_drawn", (None, None))
+        if drawn is not results:
+            scored = pages.score(results, page)
+        return pages.index_cells(scored, pages.encoder_views(results)) if scored else None
+
+    @classmethod
+    def index_section(cls, cells_by_task: dict[str, list[dict]]) -> str | None:
+        """The index's main table: combinations × stitching tasks, with an aggregate
+        over tasks (:mod:`relbench_stitching.main_table`)."""
+        return main_table.section(cells_by_task)
 
     def headline(self, results: pd.DataFrame) -> dict | None:
         """The best non-reference combination, its stitched score and the non-stitched reference."""

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 
 import lazy_loader
 import numpy as np
 from tabulate import tabulate
 
-from relbench.api import (Page, arrow, bootstrap_columns, directions, fmt, fmt_interval, lower_is_better, method_note,
-                          slug, with_samples)
+from relbench.api import (Draws, Page, arrow, bootstrap_columns, directions, fmt, fmt_interval, lower_is_better,
+                          method_note, slug, with_samples)
 from relbench_stitching.intervals import CELL, COMBO, add_intervals, combination_draws
 
 pd = lazy_loader.load("pandas")
@@ -268,13 +269,35 @@ def encoder_report_section(df: pd.DataFrame) -> str:
                        disable_numparse=True) + "\n")
 
 
-def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False) -> str:
-    """Body of a stitching task's page (``held_out``: the task uses the held-out protocol)."""
-    kinds = pair_kinds(df)
+@dataclass(frozen=True)
+class Scored:
+    """What a stitching page's tables are drawn from, computed once per drawing: the
+    prepared rows, the metrics every combination reports (the first ranks), their
+    directions, per metric the combinations' scores with intervals and tie flags
+    (:func:`~relbench_stitching.intervals.add_intervals`), the first metric's draws and
+    the best combination (None when none has a stitched score)."""
+
+    df: pd.DataFrame
+    metrics: list[str]
+    direction: dict[str, str]
+    scores: dict[str, pd.DataFrame]
+    draws: Draws | None
+    best: tuple | None
+
+    @property
+    def methods(self) -> pd.DataFrame:
+        """Non-reference combinations of the first metric, best first (:func:`ranked`)."""
+        base = self.scores[self.metrics[0]]
+        return ranked(base[~base["reference"]], self.direction[self.metrics[0]])
+
+
+def score(df: pd.DataFrame, page: Page) -> Scored | None:
+    """Every combination's scores and intervals of ``df`` (a task's stored rows), with
+    ``page``'s metric plugins to rescore per-sample predictions; None without results."""
     df = _prepared(df)
     metrics = common_metrics(df)
     if not metrics:
-        return "_No finished results yet._\n"
+        return None
     direction = directions(df)
     primary = metrics[0]
     base = stitching_scores(df, primary)
@@ -285,8 +308,21 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False) -> str:
         found = combination_draws(df, m, page.metrics.get(m), best if m == primary else None)
         scores[m] = add_intervals(stitching_scores(df, m), found, best, not lower_is_better(direction[m]))
         draws = draws or found
+    return Scored(df, metrics, direction, scores, draws, best)
+
+
+def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False, scored: Scored | None = None) -> str:
+    """Body of a stitching task's page (``held_out``: the task uses the held-out
+    protocol; ``scored``: :func:`score` of ``df``, computed here when not given)."""
+    kinds = pair_kinds(df)
+    scored = scored or score(df, page)
+    if scored is None:
+        return "_No finished results yet._\n"
+    df, metrics, direction, scores, draws, best = (scored.df, scored.metrics, scored.direction, scored.scores,
+                                                   scored.draws, scored.best)
+    primary = metrics[0]
     base = scores[primary]
-    methods = ranked(base[~base["reference"]], direction[primary])
+    methods = scored.methods
     refs = base[base["reference"]]
     if best is not None:
         top = methods.iloc[0]
@@ -423,3 +459,31 @@ def ranking(df: pd.DataFrame) -> list[str]:
     s = stitching_scores(df, metric)
     s = ranked(s[~s["reference"]].dropna(subset=["stitched"]), directions(df)[metric])
     return [combo_label(r) for _, r in s.iterrows()]
+
+
+def encoder_views(df: pd.DataFrame) -> list[str]:
+    """The data-set views the task's encoders read, as its rows record them (``inputs``;
+    empty when they do not)."""
+    for inputs in df["inputs"].dropna() if "inputs" in df else ():
+        if isinstance(inputs, dict) and inputs.get("encoders"):
+            return sorted({str(e.get("view")) for e in inputs["encoders"].values() if e.get("view")})
+    return []
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
+def index_cells(scored: Scored, views: list[str]) -> list[dict]:
+    """The task's cells of the index's main table: per non-reference combination with a
+    stitched score, in the page's ranking order (``rank``: its position, 1 = first), its
+    score, the ends of its 95 % interval (None when none was computed), whether it is
+    the page's best (``best``) or indistinguishable from it (``tie``, the page's bold
+    group), the metric and its direction, and the task's encoder ``views``."""
+    metric = scored.metrics[0]
+    methods = scored.methods.dropna(subset=["stitched"])
+    return [{"method": combo_label(r), "rank": rank, "score": float(r["stitched"]),
+             "low": _finite(r["stitched_lo"]), "high": _finite(r["stitched_hi"]),
+             "best": rank == 1, "tie": bool(r["tie"]), "metric": metric, "direction": scored.direction[metric],
+             "views": views}
+            for rank, (_, r) in enumerate(methods.iterrows(), 1)]

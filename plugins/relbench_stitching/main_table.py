@@ -1,0 +1,219 @@
+"""The stitching kind's section of the leaderboard index: the main table, combinations ×
+stitching tasks, drawn from the cells each task's page recorded
+(:func:`relbench_stitching.page.index_cells`: every number and interval is the page's).
+
+Tasks are grouped by what their encoders read: *one view* (the encoders see the same
+inputs: cross-architecture and cross-seed stitching) or *several views* (languages, or
+images and their names). A group's tasks are split over as few tables as keep every
+line under :data:`WIDTH` characters. Each group has an aggregate, for the combinations
+measured on all of its tasks (at least :data:`MIN_TASKS`): the mean over tasks of the
+score and of the rank, each with a 95 % interval from a bootstrap over tasks
+(:func:`task_bootstrap`).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from tabulate import tabulate
+
+from relbench.api import arrow
+
+#: the widest line a table may have (a 160-column terminal)
+WIDTH = 160
+#: a group needs this many tasks for an aggregate (one task's mean is its cell)
+MIN_TASKS = 2
+#: resamples of the tasks, and their seed (the same intervals on every drawing)
+RESAMPLES = 10_000
+SEED = 0
+#: the mark of a combination indistinguishable from its task's best
+TIE = "≈"
+ONE_VIEW, SEVERAL_VIEWS, UNKNOWN = "one view", "several views", "views not recorded"
+GROUP_TITLES = {ONE_VIEW: "Encoders of the same inputs (one view: cross-architecture and cross-seed)",
+                SEVERAL_VIEWS: "Encoders of different views (languages, or images and their names)",
+                UNKNOWN: "Tasks whose rows do not record their encoders' views"}
+
+
+def task_bootstrap(values: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED) -> tuple[np.ndarray, ...]:
+    """``(mean, low, high)`` per row of ``values`` (methods × tasks): the mean over tasks
+    and the 95 % percentile interval of the means of ``resamples`` resamples of the
+    tasks with replacement, the same resampled tasks for every row."""
+    tasks = values.shape[1]
+    picks = np.random.default_rng(seed).integers(0, tasks, size=(resamples, tasks))
+    means = values[:, picks].mean(axis=2)
+    low, high = np.percentile(means, [2.5, 97.5], axis=1)
+    return values.mean(axis=1), low, high
+
+
+def abbreviations(tasks: list[str]) -> dict[str, str]:
+    """A short column header per task: the initials of its name's words, upper case,
+    numbered where two tasks would share one."""
+    out: dict[str, str] = {}
+    for task in tasks:
+        short = "".join(word[0] for word in re.split(r"[^A-Za-z0-9]+", task) if word).upper() or "T"
+        candidate, n = short, 1
+        while candidate in out.values():
+            n += 1
+            candidate = f"{short}{n}"
+        out[task] = candidate
+    return out
+
+
+def _group(cells: list[dict]) -> str:
+    views = cells[0].get("views") or []
+    return UNKNOWN if not views else ONE_VIEW if len(views) == 1 else SEVERAL_VIEWS
+
+
+def _decimals(value: float) -> str:
+    """Three decimals, without the leading zero of a magnitude below one."""
+    text = f"{value:.3f}"
+    return text.replace("0.", ".", 1) if abs(value) < 1 else text
+
+
+def cell_text(cell: dict) -> str:
+    """``score±h`` (h: the larger distance from the score to an end of its interval),
+    the score in bold for the task's best, marked :data:`TIE` for the others of its group."""
+    score = _decimals(cell["score"])
+    if cell["best"]:
+        score = f"**{score}**"
+    spread = ""
+    if cell.get("low") is not None and cell.get("high") is not None:
+        spread = "±" + _decimals(max(cell["high"] - cell["score"], cell["score"] - cell["low"]))
+    return score + spread + (TIE if cell["tie"] and not cell["best"] else "")
+
+
+def aggregate(cells_by_task: dict[str, list[dict]]) -> dict[str, dict]:
+    """Per combination measured on every task (when there are :data:`MIN_TASKS`), its
+    mean score (None when the tasks' metrics differ) and mean rank (None when it is the
+    only such combination), each as ``(mean, low, high)`` from :func:`task_bootstrap`.
+    The rank in a task is the combination's place among the combinations aggregated, in
+    the page's order (1 = best)."""
+    tasks = list(cells_by_task)
+    by_method = [{c["method"]: c for c in cells} for cells in cells_by_task.values()]
+    complete = [m for m in by_method[0] if all(m in cells for cells in by_method)]
+    if len(tasks) < MIN_TASKS or not complete:
+        return {}
+    scores = np.array([[cells[m]["score"] for cells in by_method] for m in complete])
+    positions = np.array([[cells[m]["rank"] for cells in by_method] for m in complete])
+    ranks = positions.argsort(axis=0).argsort(axis=0) + 1.0
+    metrics = {(c["metric"], c["direction"]) for cells in cells_by_task.values() for c in cells}
+    mean_score = task_bootstrap(scores) if len(metrics) == 1 else None
+    mean_rank = task_bootstrap(ranks) if len(complete) > 1 else None
+    return {m: {"score": tuple(float(x[i]) for x in mean_score) if mean_score else None,
+                "rank": tuple(float(x[i]) for x in mean_rank) if mean_rank else None} for i, m in enumerate(complete)}
+
+
+def _methods(cells_by_task: dict[str, list[dict]], aggregated: dict[str, dict]) -> list[str]:
+    """Rows in order: the aggregated combinations by mean rank, then the others by how
+    many tasks they were measured on and their mean place on those pages."""
+    places: dict[str, list[int]] = {}
+    for cells in cells_by_task.values():
+        for c in cells:
+            places.setdefault(c["method"], []).append(c["rank"])
+
+    def order(method: str) -> tuple:
+        if method in aggregated:
+            return (0, (aggregated[method]["rank"] or (1.0,))[0], method)
+        return (1, -len(places[method]), float(np.mean(places[method])), method)
+
+    return sorted(places, key=order)
+
+
+def _aggregate_cells(method: str, aggregated: dict[str, dict], measured: int, tasks: int) -> list[str]:
+    found = aggregated.get(method)
+    if found is None:
+        return [f"{measured}/{tasks}", "", ""]
+    score = "n/a"
+    if found["score"]:
+        mean, low, high = found["score"]
+        score = f"{_decimals(mean)}±{_decimals(max(high - mean, mean - low))}"
+    rank = ""
+    if found["rank"]:
+        mean, low, high = found["rank"]
+        rank = f"{mean:.1f} ({low:.1f}–{high:.1f})"
+    return [f"{measured}/{tasks}", score, rank]
+
+
+def _table(methods: list[str], chunk: list[str], cells_by_task: dict[str, list[dict]], short: dict[str, str],
+           aggregated: dict[str, dict], summary: str | None) -> str:
+    """One table: a column per task of ``chunk`` and a row per combination measured on
+    one of them, or, with the group's aggregate columns (``summary``: the mean score's
+    header), a row per combination of the group."""
+    by_task = {task: {c["method"]: c for c in cells_by_task[task]} for task in chunk}
+    measured = {m: sum(m in {c["method"] for c in cells} for cells in cells_by_task.values()) for m in methods}
+    rows = []
+    for method in methods:
+        row = [method, *(cell_text(by_task[t][method]) if method in by_task[t] else "-" for t in chunk)]
+        if not summary and set(row[1:]) == {"-"}:
+            continue
+        if summary:
+            row += _aggregate_cells(method, aggregated, measured[method], len(cells_by_task))
+        rows.append(row)
+    headers = ["combination", *(short[t] for t in chunk)] + (["tasks", summary, "mean rank"] if summary else [])
+    return tabulate(rows, headers=headers, tablefmt="pipe", disable_numparse=True,
+                    colalign=["left"] + ["right"] * (len(headers) - 1))
+
+
+def _tables(cells_by_task: dict[str, list[dict]], short: dict[str, str], aggregated: dict[str, dict],
+            summary: str | None) -> list[str]:
+    """The group's tables: its tasks split into as few consecutive, even chunks as keep
+    every line under :data:`WIDTH` (the aggregate on the last); one task a table when
+    even that is wider."""
+    tasks = list(cells_by_task)
+    methods = _methods(cells_by_task, aggregated)
+    for count in range(1, len(tasks) + 1):
+        chunks = [list(c) for c in np.array_split(np.array(tasks, dtype=object), count)]
+        tables = [_table(methods, chunk, cells_by_task, short, aggregated, summary if i == count - 1 else None)
+                  for i, chunk in enumerate(chunks)]
+        if max(len(line) for table in tables for line in table.splitlines()) < WIDTH:
+            break
+    return tables
+
+
+def _legend(cells_by_task: dict[str, list[dict]], short: dict[str, str]) -> str:
+    """Each abbreviation, linked to its task's page, with the task's metric."""
+    return "; ".join(f"**{short[t]}**: [{t}]({t}.md) ({arrow(cells[0]['metric'], cells[0]['direction'])})"
+                     for t, cells in cells_by_task.items())
+
+
+def _group_section(title: str, cells_by_task: dict[str, list[dict]], short: dict[str, str]) -> str:
+    aggregated = aggregate(cells_by_task)
+    metrics = {(c["metric"], c["direction"]) for cells in cells_by_task.values() for c in cells}
+    summary = None
+    if len(cells_by_task) >= MIN_TASKS:
+        summary = f"mean {arrow(*next(iter(metrics)))}" if len(metrics) == 1 else "mean score"
+    text = [f"### {title}\n", *(t + "\n" for t in _tables(cells_by_task, short, aggregated, summary)),
+            "Tasks: " + _legend(cells_by_task, short) + ".\n"]
+    if summary:
+        text.append(
+            f"*tasks*: how many of the {len(cells_by_task)} tasks above measured the combination. For the "
+            f"combinations measured on all of them: *{summary}*, the mean over the tasks of the score"
+            f"{'' if len(metrics) == 1 else ' (n/a: the tasks rank by different metrics)'}, and *mean rank*, the mean "
+            f"over the tasks of the combination's place among these combinations in the task's ranking (1 = best; "
+            f"empty when there is one); "
+            f"each with a 95 % percentile interval from a bootstrap over tasks ({RESAMPLES:,} resamples of the tasks "
+            f"with replacement, seed {SEED}), which resamples tasks only: it is conditional on each task's seeds and "
+            f"test samples, and no interval here resamples encoder pairs (a task's pairs are its design). The others "
+            f"get no aggregate.\n")
+    return "\n".join(text)
+
+
+def section(cells_by_task: dict[str, list[dict]]) -> str | None:
+    """The main table's section of the index (None without cells): per group of tasks
+    (one view or several), its tables, abbreviations and aggregate."""
+    cells_by_task = {task: cells for task, cells in cells_by_task.items() if cells}
+    if not cells_by_task:
+        return None
+    short = abbreviations(list(cells_by_task))
+    groups: dict[str, dict[str, list[dict]]] = {}
+    for task, cells in cells_by_task.items():
+        groups.setdefault(_group(cells), {})[task] = cells
+    intro = ("## Main table: zero-shot stitching\n\n"
+             "Each stitching task's combinations (rows) by the task's ranking score (columns; the abbreviations "
+             "are defined under each table): the mean over seeds of the mean over stitched encoder pairs, as on the "
+             "task's page. *score±h*: h is the larger distance from the score to an end of its 95 % interval (the "
+             "page's interval, over seeds and test samples; it need not be symmetric, and the page gives both "
+             f"ends). **Bold**: the task's best; {TIE}: indistinguishable from it (the page's bold group); -: not "
+             "measured on that task (not in its grid, or no stitched pair scored).\n")
+    return "\n".join([intro, *(_group_section(GROUP_TITLES[g], tasks, short) for g, tasks in groups.items())])

@@ -1,0 +1,126 @@
+"""The stitching kind's main table in the leaderboard index: cells from the page's own
+intervals, readable widths, and an aggregate over tasks checked against SciPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import bootstrap
+
+from relbench.pages import Page
+from relbench_stitching import Stitching
+from relbench_stitching import page as pages
+from relbench_stitching.main_table import RESAMPLES, TIE, WIDTH, aggregate, cell_text, section, task_bootstrap
+
+#: combination labels as long as the suite's
+LABELS = ["parallel · robust-cosine · relative · topological", "random · robust-cosine · relative · topological",
+          "stratified · robust-cosine · relative", "random · cosine-centred · relative", "random · procrustes",
+          "random · wip · relative", "param · cosine · relative", "ood · irp", "random · affine",
+          "random · vq-cosine · relative", "fps · cosine · relative", "random · l1 · relative"]
+
+
+def _cells(scores: dict[str, float], views=("image",), metric="weighted_f1", tied=()) -> list[dict]:
+    """A task's cells: ``scores`` by combination, ranked best first, interval ±0.01."""
+    ordered = sorted(scores, key=scores.get, reverse=True)
+    return [{"method": m, "rank": i, "score": scores[m], "low": scores[m] - 0.01, "high": scores[m] + 0.012,
+             "best": i == 1, "tie": i == 1 or m in tied, "metric": metric, "direction": "higher", "views": list(views)}
+            for i, m in enumerate(ordered, 1)]
+
+
+def test_ten_tasks_of_twelve_combinations_fit_a_160_column_terminal():
+    rng = np.random.default_rng(0)
+    tasks = {f"dataset-{i}-cross-architecture-stitching": _cells(dict(zip(LABELS, rng.uniform(0.1, 0.99, 12))))
+             for i in range(10)}
+    text = section(tasks)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines if line.startswith("|")) < WIDTH
+    # every task's column is there once, its header defined under the table and linked to its page
+    headers = [cell.strip() for line in lines if line.startswith("| combination")
+               for cell in line.strip("|").split("|")]
+    assert sum(h.startswith("D") for h in headers) == 10
+    assert all(f"({task}.md)" in text for task in tasks)
+    assert sum(line.count("**.") for line in lines if line.startswith("|")) == 10  # one bold best per task
+
+
+def test_a_cell_shows_the_larger_half_of_its_interval_and_marks_the_best_and_its_group():
+    best, tie, other = _cells({"a": 0.8, "b": 0.795, "c": 0.6}, tied=("b",))
+    assert cell_text(best) == "**.800**±.012"  # high - score is the larger side
+    assert cell_text(tie) == f".795±.012{TIE}" and cell_text(other) == ".600±.012"
+    assert cell_text({**other, "low": None, "high": None}) == ".600"  # no interval computed
+
+
+def test_the_aggregate_bootstraps_tasks_as_scipy_does():
+    rng = np.random.default_rng(3)
+    values = rng.uniform(0.3, 0.9, size=(3, 8))  # 3 combinations × 8 tasks
+    mean, low, high = task_bootstrap(values)
+    for row, m, lo, hi in zip(values, mean, low, high):
+        # SciPy's converged interval; ours from RESAMPLES draws (at 8 tasks one draw of that many is off by 1-3 %)
+        ref = bootstrap((row,), np.mean, method="percentile", n_resamples=20 * RESAMPLES, rng=np.random.default_rng(7))
+        assert m == pytest.approx(row.mean())
+        spread = ref.confidence_interval.high - ref.confidence_interval.low
+        assert lo == pytest.approx(ref.confidence_interval.low, abs=0.02 * spread)
+        assert hi == pytest.approx(ref.confidence_interval.high, abs=0.02 * spread)
+
+
+def test_the_aggregate_is_the_mean_score_and_rank_over_the_tasks_with_their_intervals():
+    scores = [{"a": 0.9, "b": 0.7, "c": 0.5, "lucky": 0.95}, {"a": 0.6, "b": 0.8, "c": 0.4}, {"a": 0.7, "b": 0.5,
+                                                                                            "c": 0.3}]
+    tasks = {f"t{i}": _cells(s) for i, s in enumerate(scores)}
+    found = aggregate(tasks)
+    assert set(found) == {"a", "b", "c"}  # "lucky" was measured on one task of three: no aggregate
+    ranks = {"a": [1, 2, 1], "b": [2, 1, 2], "c": [3, 3, 3]}  # among a, b, c only: "lucky" does not push a down
+    for method in found:
+        values = np.array([[s[method] for s in scores], ranks[method]], dtype=float)
+        ref_mean, ref_low, ref_high = task_bootstrap(values)
+        assert found[method]["score"] == pytest.approx((ref_mean[0], ref_low[0], ref_high[0]))
+        assert found[method]["rank"] == pytest.approx((ref_mean[1], ref_low[1], ref_high[1]))
+    row = next(line for line in section(tasks).splitlines() if line.startswith("| lucky"))
+    assert [cell.strip() for cell in row.strip("|").split("|")][-3:] == ["1/3", "", ""]
+    # different metrics: ranks are still averaged, scores are not
+    mixed = {**tasks, "t2": _cells(scores[2], metric="accuracy")}
+    assert aggregate(mixed)["a"]["score"] is None and aggregate(mixed)["a"]["rank"] == found["a"]["rank"]
+    assert aggregate({"t0": tasks["t0"]}) == {}  # one task: its cells are the aggregate
+    alone = aggregate({"t0": _cells({"a": 0.9, "b": 0.8}), "t1": _cells({"a": 0.7, "c": 0.6})})
+    assert list(alone) == ["a"] and alone["a"]["rank"] is None  # first among itself: no rank
+
+
+def test_tasks_of_one_view_and_of_several_get_their_own_tables():
+    tasks = {"images": _cells({"a": 0.9, "b": 0.8}), "more-images": _cells({"a": 0.7, "b": 0.6}),
+             "languages": _cells({"a": 0.5, "c": 0.4}, views=("en", "es"))}
+    text = section(tasks)
+    one, several = text.index("### Encoders of the same inputs"), text.index("### Encoders of different views")
+    assert one < text.index("[images](images.md)") < several < text.index("[languages](languages.md)")
+    assert "mean rank" in text[one:several] and "mean rank" not in text[several:]  # one task: no aggregate
+    assert section({"t": []}) is None
+
+
+def _rows() -> pd.DataFrame:
+    base = {"kind": "stitching", "metric": "accuracy", "direction": "higher", "status": "ok", "regularizer": "-",
+            "extra": {}, "selector": "random"}
+    rows = []
+    # per seed: cosine and l1 swap places (indistinguishable), absolute is far behind
+    for stitcher, similarity, levels in (("relative", "cosine", (0.8, 0.82)), ("relative", "l1", (0.81, 0.79)),
+                                         ("absolute", "-", (0.3, 0.32))):
+        for seed, level in enumerate(levels):
+            for source, target in (("a", "b"), ("b", "a"), ("a", "a"), ("b", "b")):
+                rows.append({**base, "stitcher": stitcher, "similarity": similarity, "seed": seed, "source": source,
+                             "target": target, "value": level + 0.01 * (source == "a")})
+    return pd.DataFrame(rows)
+
+
+def test_the_kind_hands_over_the_page_s_scores_without_computing_them_again(tmp_path, monkeypatch):
+    df = _rows()
+    calls = []
+    score = pages.score
+    monkeypatch.setattr(pages, "score", lambda *a: calls.append(1) or score(*a))
+    kind, page = Stitching(), Page(tmp_path, "t")
+    body = kind.page(df, page)
+    cells = kind.index_cells(df, page)
+    assert len(calls) == 1  # the page's scores, not a second bootstrap
+    assert [c["method"] for c in cells] == pages.ranking(df)  # the page's order
+    top = page.headline
+    assert (cells[0]["score"], cells[0]["low"], cells[0]["high"]) == (top["score"], *top["interval"])
+    assert [c["tie"] for c in cells] == [True, True, False] and cells[0]["best"]  # the page's bold group
+    assert body.count("| **") == 2  # the same two rows are bold on the page
+    assert kind.index_cells(df.copy(), page) == cells and len(calls) == 2  # other rows: computed for them
