@@ -315,6 +315,7 @@ def test_every_page_opens_with_the_three_line_summary(registry, cli_main, write_
     from test_core_runner import TASKS, _run
 
     from relbench.config import load_suite
+    from relbench.interfaces import TaskKind
     from relbench.leaderboard import render, summary
     from relbench.results import ResultStore
     from relbench_relreps import WordNeighbourhoods
@@ -340,14 +341,19 @@ def test_every_page_opens_with_the_three_line_summary(registry, cli_main, write_
     empty = (tmp_path / "empty-boards" / "blobs.md").read_text().splitlines()
     assert [line.split("**")[1] for line in empty[2:5]] == ["Measures:", "Best:", "Means:"]
     assert empty[3] == "- **Best:** none named: this task compares several measures (see the tables below)."
-    # a kind without a headline; the generic sentence of a kind that does not say its own; one that does
-    assert summary(task, WordNeighbourhoods(), None, "neutral").splitlines()[2] == (
+    # the generic sentences of a kind that does not say its own, without and with a headline; one that does
+    class Generic(WordNeighbourhoods):
+        meaning = TaskKind.meaning
+
+    assert summary(task, Generic(), None, "neutral").splitlines()[2] == (
         "- **Means:** No single score ranks this task's combinations; each table below says what it compares.")
     headline = {"best": "x", "metric": "accuracy", "score": 0.5, "std": 0.1, "reference": float("nan")}
-    assert summary(task, WordNeighbourhoods(), headline, "lower").splitlines()[1:] == [
+    assert summary(task, Generic(), headline, "lower").splitlines()[1:] == [
         "- **Best:** x: accuracy ↓ 0.500 ± 0.100",
         "- **Means:** Of the combinations compared here, x ranks first on accuracy (lower is better); the tables "
         "below compare it with the others."]
+    assert summary(task, WordNeighbourhoods(), None, "neutral").splitlines()[2].startswith(
+        "- **Means:** Higher Jaccard and MRR mean")
 
     class Plain(Stitching):
         def meaning(self, headline, direction):
@@ -365,3 +371,17 @@ def test_the_summary_says_what_is_measured_with_the_first_sentence_of_the_descri
     assert first_sentence(text) == "Stitching (Moschella et al. 2023 §5): MLPs on MNIST."
     assert first_sentence("One sentence only.") == "One sentence only."
     assert first_sentence("") == ""
+
+
+def test_every_builtin_kind_without_a_headline_says_what_its_page_means():
+    from relbench.interfaces import TaskKind
+    from relbench_irp.quality import TranslationQuality
+    from relbench_irp.scale import ScaleInvariance
+    from relbench_relreps import WordNeighbourhoods
+    from relbench_relreps.tasks.proxy import PerformanceProxy
+    from relbench_relreps.tasks.reconstruction import Reconstruction
+
+    generic = TaskKind.meaning(WordNeighbourhoods(), None, "neutral")
+    for kind in (TranslationQuality, ScaleInvariance, WordNeighbourhoods, PerformanceProxy, Reconstruction):
+        sentence = kind().meaning(None, "neutral")
+        assert sentence != generic and sentence.endswith(".") and "\n" not in sentence, kind.name

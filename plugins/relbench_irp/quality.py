@@ -145,6 +145,11 @@ class TranslationQuality(TaskKind):
                                  for name, d in dec.diagnostics(omega).items()]
         return rows
 
+    def meaning(self, headline: dict | None, direction: str) -> str:
+        """How to read the page: translation fidelity over ω × δ."""
+        return ("A reconstruction cosine near 1 means IRP translates one space into another almost exactly at "
+                "that ω and δ; the condition number says how stable the translation is (lower: more stable).")
+
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Heatmaps (Figure 3 style) and ω × δ tables per selector, from the rows alone."""
         d = results[(results["status"] == "ok")

@@ -141,6 +141,11 @@ class ScaleInvariance(TaskKind):
                            cell={**cell, "alpha": alpha}) for alpha in self.alphas]
         return rows
 
+    def meaning(self, headline: dict | None, direction: str) -> str:
+        """How to read the page: accuracy as the inputs are rescaled."""
+        return ("A curve that stays flat as α changes means the head ignores the scale of its input; one that "
+                "falls means rescaling the embeddings breaks it.")
+
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Accuracy-vs-α curves per target encoder, and a table, from the rows alone."""
         ok = results[results["status"] == "ok"]
