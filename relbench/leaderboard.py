@@ -314,7 +314,7 @@ def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Hol
     page = Page(out, task.name, store, metrics={m.label: m.build() for m in task.metrics})
     path = inside(out, task.name, ".md")
     if df.empty:
-        atomic_write_bytes(path, (f"# {task.name}\n\n{summary(task, kind, None, 'neutral')}\n"
+        atomic_write_bytes(path, (f"# {task.name}\n\n{summary(task, kind, None, 'neutral', empty=True)}\n"
                                   f"{task.description}\n\n_No results of the current tasks file yet: run "
                                   f"`relbench run` on it. {GENERATED}_\n").encode())
         _remove_stale_figures(page)
@@ -355,20 +355,21 @@ def headline_score(headline: dict) -> str:
     return fmt(headline["score"], headline.get("std"))
 
 
-def summary(task: Task, kind: TaskKind, headline: dict | None, direction: str) -> str:
+def summary(task: Task, kind: TaskKind, headline: dict | None, direction: str, empty: bool = False) -> str:
     """The three lines a task's page opens with: what it measures (the first sentence of
     the task's description), its headline (the best combination and score, as the index
-    line has it) and what that means in one plain sentence (:meth:`TaskKind.meaning`)."""
+    line has it) and what that means in one plain sentence (:meth:`TaskKind.meaning`);
+    ``empty``: the store holds no result of the task yet."""
     measured = first_sentence(task.description) or f"The {kind.name} protocol on {task.dataset.label}."
+    if empty:
+        return (f"- **Measures:** {measured}\n- **Best:** no results yet.\n"
+                f"- **Means:** Nothing is measured yet: run `relbench run` on the tasks file.\n")
+    best = "none named by this task's kind (see the tables below)."
     if headline:
         reference = headline.get("reference", np.nan)
         versus = f" (reference {fmt(reference)})" if reference is not None and np.isfinite(reference) else ""
-        best = (f"{headline['best']}: {arrow(headline['metric'], direction)} {headline_score(headline)}"
-                f"{versus}")
-    else:
-        best = "none named: this task compares several measures (see the tables below)."
-    return (f"- **Measures:** {measured}\n- **Best:** {best}\n"
-            f"- **Means:** {kind.meaning(headline, direction)}\n")
+        best = f"{headline['best']}: {arrow(headline['metric'], direction)} {headline_score(headline)}{versus}"
+    return f"- **Measures:** {measured}\n- **Best:** {best}\n- **Means:** {kind.meaning(headline, direction)}\n"
 
 
 def first_sentence(text: str) -> str:

@@ -340,13 +340,15 @@ def test_every_page_opens_with_the_three_line_summary(registry, cli_main, write_
     render(ResultStore(tmp_path / "empty"), tmp_path / "empty-boards", [task], {task.name: []})
     empty = (tmp_path / "empty-boards" / "blobs.md").read_text().splitlines()
     assert [line.split("**")[1] for line in empty[2:5]] == ["Measures:", "Best:", "Means:"]
-    assert empty[3] == "- **Best:** none named: this task compares several measures (see the tables below)."
+    assert empty[3:5] == ["- **Best:** no results yet.",
+                          "- **Means:** Nothing is measured yet: run `relbench run` on the tasks file."]
     # the generic sentences of a kind that does not say its own, without and with a headline; one that does
     class Generic(WordNeighbourhoods):
         meaning = TaskKind.meaning
 
-    assert summary(task, Generic(), None, "neutral").splitlines()[2] == (
-        "- **Means:** No single score ranks this task's combinations; each table below says what it compares.")
+    assert summary(task, Generic(), None, "neutral").splitlines()[1:] == [
+        "- **Best:** none named by this task's kind (see the tables below).",
+        "- **Means:** No single score ranks this task's combinations; each table below says what it compares."]
     headline = {"best": "x", "metric": "accuracy", "score": 0.5, "std": 0.1, "reference": float("nan")}
     assert summary(task, Generic(), headline, "lower").splitlines()[1:] == [
         "- **Best:** x: accuracy ↓ 0.500 ± 0.100",
