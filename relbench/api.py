@@ -54,7 +54,7 @@ from relbench.interfaces import (
     UnitKey,
     progress_bar,
 )
-from relbench.pages import Page, arrow, directions, fmt, lower_is_better, slug
+from relbench.pages import Page, arrow, directions, fmt, listing, lower_is_better, slug, sparse_figure, table
 from relbench.precision import autocast
 from relbench.rows import metric_row
 from relbench.samples import predictions as per_sample_predictions
@@ -138,6 +138,9 @@ __all__ = [
     "fmt",
     "lower_is_better",
     "slug",
+    "table",
+    "listing",
+    "sparse_figure",
     # training heads and adapters
     "HeadSettings",
     "NonFinite",

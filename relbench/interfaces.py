@@ -883,6 +883,21 @@ class TaskKind(Plugin, ABC):
         intervals for its page hands the line over there instead of computing them twice)."""
         return None
 
+    def meaning(self, headline: dict[str, Any] | None, direction: str) -> str:
+        """The plain sentence that ends the three-line summary a task's page opens with:
+        what its headline means. ``headline``: as :meth:`headline` returns it (None when
+        the kind names no best combination); ``direction``: its metric's (``higher``,
+        ``lower`` or ``neutral``). The default says it from the headline and the direction
+        alone; a kind overrides it to say it in the terms of its protocol."""
+        if headline is None:
+            return "No single score ranks this task's combinations; each table below says what it compares."
+        best, metric = headline["best"], headline["metric"]
+        if direction not in ("higher", "lower"):
+            return (f"{best} comes first on {metric}, which declares no better direction, so the order is not a "
+                    f"ranking.")
+        return (f"Of the combinations compared here, {best} ranks first on {metric} ({direction} is better); the "
+                f"tables below compare it with the others.")
+
     def ranking(self, results: pd.DataFrame) -> list[str] | None:
         """Combination labels best first, for the index's cross-task ranking (None:
         this kind's combinations are not ranked across tasks)."""

@@ -1,7 +1,8 @@
 """Markdown leaderboards, rendered from the results store alone.
 
 One page per task (``<task>.md``) and an index (``README.md``). The core writes what
-every page shares — the title, the description, where the numbers came from (command,
+every page shares — the title, a three-line summary (what is measured, the headline,
+what it means: :meth:`TaskKind.meaning`), the description, where the numbers came from (command,
 revision, device, environment, the packages of every plugin involved), the claims of
 the tasks file checked on the rows, the published numbers next to ours — and asks the
 task's kind, built with the task's own parameters, for the body (:meth:`TaskKind.page`),
@@ -19,6 +20,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -43,7 +45,7 @@ from relbench.export import flatten, write
 from relbench.identity import fingerprint
 from relbench.interfaces import TaskKind
 from relbench.names import inside
-from relbench.pages import INDEX, Page, arrow, directions, fmt
+from relbench.pages import INDEX, Page, arrow, directions, fmt, listing, table
 from relbench.progress import SMOKE
 from relbench.protocol import describe
 from relbench.provenance import KEYS, sources_page
@@ -168,8 +170,7 @@ def published_section(kind: TaskKind, df: pd.DataFrame, published: list[dict]) -
                      fmt(ours, per_seed.std(ddof=0) if len(per_seed) > 1 else None),
                      fmt(ours - entry["value"]) if not math.isnan(ours) else "not run", entry.get("reference", "")])
     return ("\n### Published numbers next to ours\n\n" +
-            tabulate(rows, headers=["cell", "metric", "published", "relbench", "difference", "source"],
-                     tablefmt="pipe", disable_numparse=True) + "\n")
+            table(rows, headers=["cell", "metric", "published", "relbench", "difference", "source"]) + "\n")
 
 
 def _values(df: pd.DataFrame, column: str) -> list[str]:
@@ -193,8 +194,8 @@ def provenance(df: pd.DataFrame) -> str:
     packages = sorted({p for ps in df.get("packages", pd.Series(dtype=object)).dropna() for p in ps})
     return (f"Produced by `{'`, `'.join(_values(df, 'command'))}` with relbench {', '.join(_values(df, 'relbench'))}"
             f"{f' (git {git})' if git else ''} on {', '.join(_values(df, 'device')) or '?'}{at}{env}, last run {date}; "
-            f"seeds {seeds}. Plugins from: {', '.join(packages) or '?'}. Only results of the current tasks file are "
-            f"shown. {GENERATED}\n")
+            f"seeds {seeds}. Only results of the current tasks file are shown. {GENERATED}\n\n"
+            f"{listing('Plugins from', packages or ['?'])}\n")
 
 
 def protocol_section(task: Task, df: pd.DataFrame) -> str:
@@ -328,8 +329,9 @@ def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Hol
     page = Page(out, task.name, store, metrics={m.label: m.build() for m in task.metrics})
     path = inside(out, task.name, ".md")
     if df.empty:
-        atomic_write_bytes(path, (f"# {task.name}\n\n{task.description}\n\n_No results of the current tasks file "
-                                  f"yet: run `relbench run` on it. {GENERATED}_\n").encode())
+        atomic_write_bytes(path, (f"# {task.name}\n\n{summary(task, kind, None, 'neutral', empty=True)}\n"
+                                  f"{task.description}\n\n_No results of the current tasks file yet: run "
+                                  f"`relbench run` on it. {GENERATED}_\n").encode())
         _remove_stale_figures(page)
         return {"files": [path.name], "index": None, "ranking": None, "cells": None, **held.record(store, df, out)}
     try:
@@ -342,24 +344,55 @@ def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Hol
         body = claims_section(kind, df, task.claims, page.metrics) + "\n" + body
     if task.published:
         body += published_section(kind, df, task.published)
-    head = (f"# {task.name}\n\n" + held.banner() + (f"{task.description}\n\n" if task.description else "")
-            + provenance(df) + "\n" + protocol_section(task, df))
+    headline = page.headline or kind.headline(df)
+    direction = directions(df).get(headline["metric"], "neutral") if headline else "neutral"
+    head = (f"# {task.name}\n\n" + held.banner() + summary(task, kind, headline, direction) + "\n"
+            + (f"{task.description}\n\n" if task.description else "") + provenance(df) + "\n"
+            + protocol_section(task, df))
     atomic_write_bytes(path, (head + "\n" + body).encode())
     _remove_stale_figures(page)
-    headline = page.headline or kind.headline(df)
     if headline:
         ref = headline.get("reference", np.nan)
-        gap = reference_gap(headline["score"], ref, directions(df).get(headline["metric"], "neutral"))
-        interval = headline.get("interval") or (np.nan, np.nan)
-        score = (f"{fmt(headline['score'])} {fmt_interval(*interval)}" if np.isfinite(interval).all()
-                 else fmt(headline["score"], headline.get("std")))
-        line = [f"[{task.name}]({task.name}.md)", kind.name, headline["best"], headline["metric"], score, fmt(ref),
-                fmt(gap)]
+        line = [f"[{task.name}]({task.name}.md)", kind.name, headline["best"], headline["metric"],
+                headline_score(headline), fmt(ref), fmt(reference_gap(headline["score"], ref, direction))]
     else:
         line = [f"[{task.name}]({task.name}.md)", kind.name, "see page", "", "", "", ""]
     files = [path.name, *(str(f.relative_to(out)) for f in page.written)]
     return {"files": files, "index": line, "ranking": kind.ranking(df) or None, "cells": kind.index_cells(df, page),
             **held.record(store, df, out)}
+
+
+def headline_score(headline: dict) -> str:
+    """A headline's best score as the index shows it: with its 95 % interval when the
+    kind computed one, otherwise ± std over seeds."""
+    interval = headline.get("interval") or (np.nan, np.nan)
+    if np.isfinite(interval).all():
+        return f"{fmt(headline['score'])} {fmt_interval(*interval)}"
+    return fmt(headline["score"], headline.get("std"))
+
+
+def summary(task: Task, kind: TaskKind, headline: dict | None, direction: str, empty: bool = False) -> str:
+    """The three lines a task's page opens with: what it measures (the first sentence of
+    the task's description), its headline (the best combination and score, as the index
+    line has it) and what that means in one plain sentence (:meth:`TaskKind.meaning`);
+    ``empty``: the store holds no result of the task yet."""
+    measured = first_sentence(task.description) or f"The {kind.name} protocol on {task.dataset.label}."
+    if empty:
+        return (f"- **Measures:** {measured}\n- **Best:** no results yet.\n"
+                f"- **Means:** Nothing is measured yet: run `relbench run` on the tasks file.\n")
+    best = "none named by this task's kind (see the tables below)."
+    if headline:
+        reference = headline.get("reference", np.nan)
+        versus = f" (reference {fmt(reference)})" if reference is not None and np.isfinite(reference) else ""
+        best = f"{headline['best']}: {arrow(headline['metric'], direction)} {headline_score(headline)}{versus}"
+    return f"- **Measures:** {measured}\n- **Best:** {best}\n- **Means:** {kind.meaning(headline, direction)}\n"
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a task's description: up to a ``.``, ``!`` or ``?`` followed
+    by a space and a capital letter (so that "et al. 2023" does not end it); the whole
+    text when it is one sentence. The page shows the whole description below the summary."""
+    return re.split(r"(?<=[.!?])\s+(?=[A-Z])", (text or "").strip(), maxsplit=1)[0]
 
 
 def reference_gap(score: float, reference: float, direction: str) -> float:

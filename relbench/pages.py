@@ -20,6 +20,10 @@ from relbench.results import ResultStore
 pd = lazy_loader.load("pandas")
 
 ARROWS = {"higher": "↑", "lower": "↓", "neutral": ""}
+#: the widest line a page's table may have, in characters: a wider one overflows a screen
+WIDTH = 160
+#: the most names a page lists inline; a longer list folds into a ``<details>`` block
+LISTED = 8
 #: the :class:`Page` of the leaderboard index's figures (a reserved task name)
 INDEX = "index"
 
@@ -123,3 +127,70 @@ def arrow(metric: str, direction: str) -> str:
 def lower_is_better(direction: str) -> bool:
     """Whether a ranking by this direction sorts ascending."""
     return direction == "lower"
+
+
+def table(rows: list[list[Any]], headers: list[str], keep: int = 1, width: int = WIDTH) -> str:
+    """A markdown pipe table whose lines are at most ``width`` characters: when the whole
+    table is wider, the columns after the first ``keep`` (those that name a row) are
+    dealt, in order, into as few tables as fit, each repeating the ``keep`` columns and
+    separated by a blank line. A column too wide to fit beside them still gets a table
+    of its own."""
+    from tabulate import tabulate
+
+    def render(columns: list[int]) -> str:
+        return tabulate([[row[i] for i in columns] for row in rows], headers=[headers[i] for i in columns],
+                        tablefmt="pipe", disable_numparse=True)
+
+    def fits(text: str) -> bool:
+        return max(map(len, text.splitlines())) <= width
+
+    whole = render(list(range(len(headers))))
+    if fits(whole) or len(headers) <= keep:
+        return whole
+    named, groups = list(range(keep)), [[]]
+    for column in range(keep, len(headers)):
+        if groups[-1] and not fits(render(named + groups[-1] + [column])):
+            groups.append([])
+        groups[-1].append(column)
+    return "\n\n".join(render(named + group) for group in groups)
+
+
+def listing(label: str, items: list[str], lines: bool = False, width: int = WIDTH) -> str:
+    """A list of names under ``label``: inline (``label: a, b, c.``) when short, that is
+    at most :data:`LISTED` items on one line of at most ``width`` characters; otherwise
+    a collapsed ``<details>`` block whose summary is the label and the count, so that a
+    long list does not fill the page. ``lines``: the items are sentences (they may hold
+    commas), one bullet each, folded when there are more than :data:`LISTED`."""
+    if lines:
+        body = "\n".join(f"- {item}" for item in items)
+        if len(items) <= LISTED:
+            return f"{label}:\n\n{body}"
+    else:
+        body = f"{', '.join(items)}."
+        if len(items) <= LISTED and len(label) + 2 + len(body) <= width:
+            return f"{label}: {body}"
+    return f"<details><summary>{label} ({len(items)})</summary>\n\n{body}\n\n</details>"
+
+
+def sparse_figure(what: str, values: Any) -> str | None:
+    """The line a page shows instead of a figure (``what``, e.g. "heatmap of x") more than
+    half of whose cells (``values``, any nesting of numbers; NaN or None: missing) are
+    missing, saying why it is not drawn; None when the figure is to be drawn. A figure
+    not drawn is not handed out by :meth:`Page.figure`, so a redrawing removes its old
+    file."""
+    cells = list(_flat(values))
+    missing = sum(v is None or (isinstance(v, float) and math.isnan(v)) for v in cells)
+    if cells and 2 * missing <= len(cells):
+        return None
+    return (f"_No {what}: {missing} of {len(cells)} cells have no score, and a figure more than half empty is not "
+            f"drawn._\n")
+
+
+def _flat(values: Any):
+    if hasattr(values, "tolist"):  # numpy arrays and pandas objects
+        values = values.tolist()
+    if isinstance(values, (list, tuple)):
+        for value in values:
+            yield from _flat(value)
+    else:
+        yield None if values is None else float(values)

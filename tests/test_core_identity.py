@@ -157,7 +157,7 @@ def test_a_lower_is_better_third_party_metric_ranks_lowest_first_with_a_down_arr
     monkeypatch.setattr("relbench.plugins.load_registry", lambda *args, **kwargs: registry)
     assert cli.main(["run", str(path), "-q"]) == 0
     page = (path.parent / "boards" / "blobs.md").read_text()
-    assert "stitched error-rate ↓" in page and "error-rate ↑" not in page
+    assert "| error-rate ↓ [95 % CI]" in page and "error-rate ↑" not in page
     ranking = page.split("### Ranking", 1)[1].split("###", 1)[0]
     first = [line for line in ranking.splitlines() if line.startswith("| 1 ")][0]
     assert "rel" in first and "**" in first  # relative stitches (low error) and is best, in bold

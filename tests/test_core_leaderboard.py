@@ -290,3 +290,162 @@ def test_each_kind_adds_one_section_from_the_cells_its_pages_recorded(write_yaml
     Tally.cells_calls.clear()
     assert cli_main(["run", str(path), "-q"]) == 0
     assert Tally.cells_calls == ["other"]
+
+
+def test_a_table_wider_than_a_screen_is_split_with_the_columns_naming_a_row_repeated():
+    from tabulate import tabulate
+
+    from relbench.pages import WIDTH, table
+
+    headers = ["#", "combination", *[f"metric number {i} ↑ [95 % CI]" for i in range(10)]]
+    rows = [[rank, f"combination {rank}", *[f"0.{rank}{i}0 [0.{rank}00, 0.{rank}99]" for i in range(10)]]
+            for rank in range(1, 4)]
+    assert max(map(len, tabulate(rows, headers=headers, tablefmt="pipe").splitlines())) > WIDTH  # the old page
+    text = table(rows, headers, keep=2)
+    assert max(map(len, text.splitlines())) <= WIDTH
+    parts = text.split("\n\n")
+    assert len(parts) > 1
+    for part in parts:  # every part names its rows again, in order
+        lines = part.splitlines()
+        assert lines[0].startswith("| #   | combination ")
+        assert [line.split("|")[2].strip() for line in lines[2:]] == ["combination 1", "combination 2",
+                                                                    "combination 3"]
+    shown = [h for part in parts for h in part.splitlines()[0].strip("|").split("|")[2:]]
+    assert [h.strip() for h in shown] == headers[2:]  # every other column once, in order
+    assert all(cell in text for row in rows for cell in row[2:])
+    # a table that fits is one table, as before
+    narrow = [row[:4] for row in rows]
+    assert table(narrow, headers[:4]) == tabulate(narrow, headers=headers[:4], tablefmt="pipe", disable_numparse=True)
+
+
+def test_a_long_list_folds_into_a_details_block():
+    from relbench.pages import LISTED, WIDTH, listing
+
+    assert listing("Pairs", ["a→b", "b→a"]) == "Pairs: a→b, b→a."
+    many = [f"enc{i}→enc{i + 1}" for i in range(LISTED + 1)]
+    folded = listing("Pairs", many)
+    assert folded.startswith(f"<details><summary>Pairs ({LISTED + 1})</summary>\n\n")
+    assert folded.endswith("\n\n</details>") and ", ".join(many) in folded
+    long_names = [f"a-package-with-a-long-name-{i} 1.0.{i}" for i in range(5)]  # few, but past the width
+    assert len("Plugins from: " + ", ".join(long_names)) > WIDTH
+    assert listing("Plugins from", long_names).startswith("<details>")
+    sentences = ["relative → b: failed, because of x", "absolute → c: failed"]  # commas of their own
+    assert listing("Failures", sentences, lines=True) == ("Failures:\n\n- relative → b: failed, because of x\n"
+                                                         "- absolute → c: failed")
+    assert listing("Failures", sentences * LISTED, lines=True).startswith("<details>")
+
+
+def _pairs_rows(observed: list[tuple[str, str]], encoders=("a", "b", "c", "d")):
+    """Stitching rows of one relative combination over ``observed`` (source, target) pairs
+    and an absolute reference over every pair, two seeds."""
+    base = {"kind": "stitching", "metric": "accuracy", "direction": "higher", "status": "ok",
+            "regularizer": "-", "extra": {}}
+    rows = [{**base, "selector": "random", "similarity": "cosine", "stitcher": "relative", "seed": seed,
+             "source": s, "target": t, "value": 0.7 + 0.01 * seed} for seed in (0, 1) for s, t in observed]
+    rows += [{**base, "selector": "-", "similarity": "-", "stitcher": "absolute", "seed": seed, "source": s,
+              "target": t, "value": 0.9 if s == t else 0.1, "extra": {"role": "reference"}}
+             for seed in (0, 1) for s in encoders for t in encoders]
+    return rows
+
+
+def test_a_mostly_missing_heatmap_is_not_drawn_and_its_old_figure_is_removed(tmp_path):
+    import pandas as pd
+
+    from relbench.leaderboard import _remove_stale_figures
+    from relbench.pages import Page, sparse_figure
+    from relbench_stitching import Stitching
+
+    old = tmp_path / "figures" / "t" / "heatmap-accuracy-random-cosine-relative.png"
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"drawn when more pairs were measured")
+    # held out: only sources c and d reach decoders, 6 of 16 cells
+    sparse = [("c", "a"), ("c", "b"), ("c", "d"), ("d", "a"), ("d", "b"), ("d", "c")]
+    page = Page(tmp_path, "t")
+    text = Stitching().page(pd.DataFrame(_pairs_rows(sparse)), page)
+    _remove_stale_figures(page)
+    assert ("_No per-pair heatmap of random · cosine · relative: 10 of 16 cells have no score, and a figure more "
+            "than half empty is not drawn._") in text
+    assert not old.exists() and not old.with_suffix(".svg").exists()
+    # the absolute reference reaches every pair: its heatmap is drawn
+    assert (tmp_path / "figures" / "t" / "heatmap-accuracy-absolute.png").is_file()
+    # half missing is still drawn; more than half is not
+    assert sparse_figure("x", [[1.0, float("nan")], [None, 0.5]]) is None
+    assert sparse_figure("x", [1.0, float("nan"), None]).startswith("_No x: 2 of 3 cells")
+
+
+def test_every_page_opens_with_the_three_line_summary(registry, cli_main, write_yaml, tmp_path):
+    from test_core_runner import TASKS, _run
+
+    from relbench.config import load_suite
+    from relbench.interfaces import TaskKind
+    from relbench.leaderboard import render, summary
+    from relbench.results import ResultStore
+    from relbench_relreps import WordNeighbourhoods
+    from relbench_stitching import Stitching
+
+    path = write_yaml(TASKS)
+    _run(registry, path)
+    assert cli_main(["leaderboard", str(path)]) == 0
+    page = (path.parent / "boards" / "blobs.md").read_text().splitlines()
+    index = (path.parent / "boards" / "README.md").read_text()
+    line = next(row for row in index.splitlines() if row.startswith("| [blobs]"))
+    best, metric, score, reference = [cell.strip() for cell in line.split("|")[3:7]]
+    assert page[0] == "# blobs" and page[1] == ""
+    assert page[2] == "- **Measures:** Toy blobs behind random rotations."
+    assert page[3] == f"- **Best:** {best}: {metric} ↑ {score} (reference {reference})"
+    assert page[4].startswith("- **Means:** A decoder fitted on one encoder and used zero-shot on another reaches "
+                              f"{metric} ")  # the kind's own sentence
+    assert page[5] == "" and page[6] == "Toy blobs behind random rotations."  # the whole description follows
+    assert "[" in score  # the headline's interval, as the index has it
+    # a page with no results yet opens the same way
+    task = load_suite(path, registry).tasks[0]
+    render(ResultStore(tmp_path / "empty"), tmp_path / "empty-boards", [task], {task.name: []})
+    empty = (tmp_path / "empty-boards" / "blobs.md").read_text().splitlines()
+    assert [line.split("**")[1] for line in empty[2:5]] == ["Measures:", "Best:", "Means:"]
+    assert empty[3:5] == ["- **Best:** no results yet.",
+                          "- **Means:** Nothing is measured yet: run `relbench run` on the tasks file."]
+    # the generic sentences of a kind that does not say its own, without and with a headline; one that does
+    class Generic(WordNeighbourhoods):
+        meaning = TaskKind.meaning
+
+    assert summary(task, Generic(), None, "neutral").splitlines()[1:] == [
+        "- **Best:** none named by this task's kind (see the tables below).",
+        "- **Means:** No single score ranks this task's combinations; each table below says what it compares."]
+    headline = {"best": "x", "metric": "accuracy", "score": 0.5, "std": 0.1, "reference": float("nan")}
+    assert summary(task, Generic(), headline, "lower").splitlines()[1:] == [
+        "- **Best:** x: accuracy ↓ 0.500 ± 0.100",
+        "- **Means:** Of the combinations compared here, x ranks first on accuracy (lower is better); the tables "
+        "below compare it with the others."]
+    assert summary(task, WordNeighbourhoods(), None, "neutral").splitlines()[2].startswith(
+        "- **Means:** Higher Jaccard and MRR mean")
+
+    class Plain(Stitching):
+        def meaning(self, headline, direction):
+            return f"{headline['best']} is what to use."
+
+    assert summary(task, Plain(), headline, "higher").splitlines() == [
+        "- **Measures:** Toy blobs behind random rotations.", "- **Best:** x: accuracy ↑ 0.500 ± 0.100",
+        "- **Means:** x is what to use."]
+
+
+def test_the_summary_says_what_is_measured_with_the_first_sentence_of_the_description():
+    from relbench.leaderboard import first_sentence
+
+    text = "Stitching (Moschella et al. 2023 §5): MLPs on MNIST. Anchors are random! More? Yes."
+    assert first_sentence(text) == "Stitching (Moschella et al. 2023 §5): MLPs on MNIST."
+    assert first_sentence("One sentence only.") == "One sentence only."
+    assert first_sentence("") == ""
+
+
+def test_every_builtin_kind_without_a_headline_says_what_its_page_means():
+    from relbench.interfaces import TaskKind
+    from relbench_irp.quality import TranslationQuality
+    from relbench_irp.scale import ScaleInvariance
+    from relbench_relreps import WordNeighbourhoods
+    from relbench_relreps.tasks.proxy import PerformanceProxy
+    from relbench_relreps.tasks.reconstruction import Reconstruction
+
+    generic = TaskKind.meaning(WordNeighbourhoods(), None, "neutral")
+    for kind in (TranslationQuality, ScaleInvariance, WordNeighbourhoods, PerformanceProxy, Reconstruction):
+        sentence = kind().meaning(None, "neutral")
+        assert sentence != generic and sentence.endswith(".") and "\n" not in sentence, kind.name

@@ -7,10 +7,9 @@ from typing import ClassVar, Literal
 
 import lazy_loader
 import numpy as np
-from tabulate import tabulate
 
 from relbench.api import (Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions, fmt, fmt_interval,
-                          seed_interval, seeded_generator)
+                          listing, seed_interval, seeded_generator, table)
 from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise
 
 pd = lazy_loader.load("pandas")
@@ -146,6 +145,11 @@ class TranslationQuality(TaskKind):
                                  for name, d in dec.diagnostics(omega).items()]
         return rows
 
+    def meaning(self, headline: dict | None, direction: str) -> str:
+        """How to read the page: translation fidelity over ω × δ."""
+        return ("A reconstruction cosine near 1 means IRP translates one space into another almost exactly at "
+                "that ω and δ; the condition number says how stable the translation is (lower: more stable).")
+
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Heatmaps (Figure 3 style) and ω × δ tables per selector, from the rows alone."""
         d = results[(results["status"] == "ok")
@@ -173,10 +177,10 @@ def _singular_note(g: pd.DataFrame) -> str:
     if not (cells["value"] > 0).any():
         return "Every pruned anchor matrix was invertible (no singular anchor set).\n"
     per = cells.groupby(["omega", "delta"])["value"].agg(["sum", "size"])
-    listed = ", ".join(f"ω = {int(o)}, δ = {d:g}: {int(r['sum'])} of {int(r['size'] * o)}"
-                       for (o, d), r in per.iterrows() if r["sum"] > 0)
-    return ("Singular pruned anchor matrices (numerically rank-deficient; left out of the condition-number means, "
-            f"which average the others): {listed}.\n")
+    listed = [f"ω = {int(o)}, δ = {d:g}: {int(r['sum'])} of {int(r['size'] * o)}"
+              for (o, d), r in per.iterrows() if r["sum"] > 0]
+    return listing("Singular pruned anchor matrices (numerically rank-deficient; left out of the condition-number "
+                   "means, which average the others)", listed, lines=True) + "\n"
 
 
 def _seed_stats(g: pd.DataFrame, by: list[str]) -> pd.DataFrame:
@@ -258,7 +262,7 @@ def _tables(g: pd.DataFrame, marks: dict[str, str]) -> str:
             body.append([int(omega)] + [cells.get(x, "n/a") for x in deltas])
         title = arrow("Reconstruction cosine", marks["reconstruction_cosine"])
         out.append(f"{title}, {setting}-space (mean over seeds [95 % interval over seeds]):\n\n"
-                   + tabulate(body, headers=["ω \\ δ"] + [f"{x:g}" for x in deltas], tablefmt="pipe") + "\n")
+                   + table(body, headers=["ω \\ δ"] + [f"{x:g}" for x in deltas]) + "\n")
     return "\n".join(out)
 
 
@@ -285,4 +289,4 @@ def _pairs(g: pd.DataFrame, marks: dict[str, str]) -> str:
     return (f"Per pair at ω = {int(best['omega'])}, δ = {best['delta']:g} (the best inter-space mean on the "
             f"validation part; the cosines below are on the test draw; mean over seeds [95 % interval over "
             f"seeds]):\n\n"
-            + tabulate(body, headers=headers, tablefmt="pipe") + "\n")
+            + table(body, headers=headers, keep=2) + "\n")

@@ -7,10 +7,9 @@ from typing import ClassVar
 
 import lazy_loader
 import numpy as np
-from tabulate import tabulate
 
 from relbench.api import (USES, Bank, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions, fmt,
-                          fmt_interval, predict_logits, seed_interval, train_classifier)
+                          fmt_interval, predict_logits, seed_interval, table, train_classifier)
 from relbench_irp.heads import ACTIVATIONS, mlp_head
 from relbench_irp.quality import sample_ids
 from relbench_irp.translate import TargetDecoder, centre_normalise
@@ -142,6 +141,11 @@ class ScaleInvariance(TaskKind):
                            cell={**cell, "alpha": alpha}) for alpha in self.alphas]
         return rows
 
+    def meaning(self, headline: dict | None, direction: str) -> str:
+        """How to read the page: accuracy as the inputs are rescaled."""
+        return ("A curve that stays flat as α changes means the head ignores the scale of its input; one that "
+                "falls means rescaling the embeddings breaks it.")
+
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Accuracy-vs-α curves per target encoder, and a table, from the rows alone."""
         ok = results[results["status"] == "ok"]
@@ -196,5 +200,5 @@ def _table(d: pd.DataFrame, norms: pd.Series, direction: str) -> str:
         body.append([target, act, inp, f"{norms.get(target, np.nan):.2f}", unscaled] + cells)
     headers = ["head on", "activation", "input", "mean norm", "unscaled"] + [f"α={a:g}" for a in alphas]
     return f"{arrow('Accuracy', direction)} (mean over seeds [95 % interval over seeds]; irp rows average the " \
-        f"translated sources):\n\n" + \
-        tabulate(body, headers=headers, tablefmt="pipe") + "\n"
+        f"translated sources; a table too wide for a screen continues below, its rows named again):\n\n" + \
+        table(body, headers=headers, keep=3) + "\n"

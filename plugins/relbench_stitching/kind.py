@@ -324,6 +324,11 @@ class Stitching(TaskKind):
         """The best non-reference combination, its stitched score and the non-stitched reference."""
         return pages.headline(results)
 
+    def meaning(self, headline: dict | None, direction: str) -> str:
+        """The headline in stitching's terms: what a decoder reaches on an encoder it was
+        not fitted on, beside the reference (a decoder on its own encoder)."""
+        return pages.meaning(headline, direction) or super().meaning(headline, direction)
+
     def ranking(self, results: pd.DataFrame) -> list[str] | None:
         """Non-reference combinations, best first (by achievable pairs, then stitched score)."""
         return pages.ranking(results)

@@ -10,10 +10,9 @@ from dataclasses import dataclass
 
 import lazy_loader
 import numpy as np
-from tabulate import tabulate
 
-from relbench.api import (Draws, Page, arrow, bootstrap_columns, directions, fmt, fmt_interval, lower_is_better,
-                          method_note, slug, with_samples)
+from relbench.api import (Draws, Page, arrow, bootstrap_columns, directions, fmt, fmt_interval, listing,
+                          lower_is_better, method_note, slug, sparse_figure, table, with_samples)
 from relbench_stitching.intervals import CELL, COMBO, add_intervals, combination_draws
 
 pd = lazy_loader.load("pandas")
@@ -74,13 +73,9 @@ def colour_scale(df: pd.DataFrame, metric: str) -> tuple[float, float]:
     return (float(values.min()), float(values.max())) if len(values) else (0.0, 1.0)
 
 
-def _heatmap(df: pd.DataFrame, metric: str, combo: dict, page: Page, title: str,
-             scale: tuple[float, float]) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def pair_matrix(df: pd.DataFrame, metric: str, combo: dict) -> tuple[list[str], np.ndarray]:
+    """The encoders of a combination's rows and its source × target matrix of ``metric``
+    (mean over seeds; NaN where a pair has no score)."""
     d = df[(df["metric"] == metric)]
     for c in COMBO:
         d = d[d[c] == combo[c]]
@@ -90,6 +85,26 @@ def _heatmap(df: pd.DataFrame, metric: str, combo: dict, page: Page, title: str,
         ok = g[g["status"] == "ok"]["value"]
         if len(ok):
             M[encoders.index(src), encoders.index(tgt)] = ok.mean()
+    return encoders, M
+
+
+def heatmap_section(df: pd.DataFrame, metric: str, combo: dict, page: Page, scale: tuple[float, float]) -> str:
+    """A combination's per-pair heatmap as a markdown image, or the line saying why it is
+    not drawn (more than half of its pairs have no score, :func:`sparse_figure`)."""
+    label = combo_label(combo)
+    encoders, M = pair_matrix(df, metric, combo)
+    note = sparse_figure(f"per-pair heatmap of {label}", M)
+    if note:
+        return note
+    return f"![heatmap]({_heatmap(encoders, M, page, f'{metric} {label}', scale)})\n"
+
+
+def _heatmap(encoders: list[str], M: np.ndarray, page: Page, title: str, scale: tuple[float, float]) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(encoders), 1.0 + 0.8 * len(encoders)))
     vmin, vmax = scale
     im = ax.imshow(np.ma.masked_invalid(M), cmap="viridis", vmin=vmin, vmax=vmax)
@@ -144,8 +159,7 @@ def held_out_section(df: pd.DataFrame, metric: str, page: Page) -> str:
             "(anchors chosen without it): mean over seeds of the mean over those decoders, with its 95 % "
             "interval (whiskers in the figure); the dotted line is the held-out encoder's own absolute head. "
             + method_note(draws) + "\n\n"
-            + tabulate(rows, headers=["combination", *[f"held out: {e}" for e in encoders]], tablefmt="pipe",
-                       disable_numparse=True)
+            + table(rows, headers=["combination", *[f"held out: {e}" for e in encoders]])
             + f"\n\n![held-out encoders]({link})\n")
 
 
@@ -244,10 +258,9 @@ def pair_kind_section(df: pd.DataFrame, kinds: dict[tuple[str, str], str], metri
         rows.append([combo_label(dict(zip(COMBO, combo))), *cells])
     seed_pairs = sorted(f"{a}→{b}" for (a, b), k in kinds.items() if k == "cross-seed")
     return (f"\n### Cross-seed and cross-architecture pairs ({arrow(metric, direction)})\n\n"
-            f"Cross-seed pairs differ only in the encoder's training seed ({', '.join(seed_pairs)}); every "
-            f"other pair is cross-architecture. Mean over the pairs of each kind, mean ± std over seeds.\n\n"
-            + tabulate(rows, headers=["combination", "cross-seed", "cross-architecture"], tablefmt="pipe",
-                       disable_numparse=True) + "\n")
+            f"Cross-seed pairs differ only in the encoder's training seed; every other pair is cross-architecture. "
+            f"Mean over the pairs of each kind, mean ± std over seeds.\n\n{listing('Cross-seed pairs', seed_pairs)}"
+            f"\n\n" + table(rows, headers=["combination", "cross-seed", "cross-architecture"]) + "\n")
 
 
 def encoder_report_section(df: pd.DataFrame) -> str:
@@ -265,8 +278,7 @@ def encoder_report_section(df: pd.DataFrame) -> str:
             for label, r in sorted(reports.items())]
     return ("\n### Encoders trained here\n\nWhat each encoder reported after training (accuracy of its own "
             "classifier on the data set's training and test pools).\n\n"
-            + tabulate(rows, headers=["encoder", *(k.replace("_", " ") for k in keys)], tablefmt="pipe",
-                       disable_numparse=True) + "\n")
+            + table(rows, headers=["encoder", *(k.replace("_", " ") for k in keys)]) + "\n")
 
 
 @dataclass(frozen=True)
@@ -329,84 +341,98 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False, scored:
         page.headline = {**_headline(base, primary, top), "interval": (top["stitched_lo"], top["stitched_hi"])}
     lines = []
 
-    def rows_for(table: pd.DataFrame, numbered: bool) -> list[list[str]]:
+    def rows_for(frame: pd.DataFrame, numbered: bool) -> list[list[str]]:
         out = []
-        for rank, (_, r) in enumerate(table.iterrows(), 1):
+        for rank, (_, r) in enumerate(frame.iterrows(), 1):
             stitched = _scored(r, "stitched")
             if numbered and r["tie"]:
                 stitched = f"**{stitched}**"
-            row = ([rank] if numbered else []) + [r[c] for c in COMBO] + [stitched, _spread(r)]
+            row = ([rank] if numbered else []) + [r[c] for c in COMBO] + [stitched]
             if numbered:
                 row.append(_delta(r))
+            row += [r["achievable"], _spread(r)]
             for m in metrics[1:]:
                 other = scores[m]
                 match = other[(other[COMBO] == r[COMBO]).all(axis=1)]
                 row.append(_scored(match.iloc[0], "stitched") if len(match) else "n/a")
-            row += [_scored(r, "own"), r["achievable"]]
+            row.append(_scored(r, "own"))
             out.append(row)
         return out
 
-    first = [*COMBO, f"stitched {arrow(primary, direction[primary])} [95 % CI]", "pairs (min–max)"]
-    rest = [f"stitched {arrow(m, direction[m])} [95 % CI]" for m in metrics[1:]] + \
-        [f"own space {arrow(primary, direction[primary])} [95 % CI]", "achievable pairs"]
-    extras_cols = [m for m in metric_order(df) if m not in metrics]
+    score = f"{arrow(primary, direction[primary])} [95 % CI]"
+    rest = ["pairs", "min–max"] + [f"{arrow(m, direction[m])} [95 % CI]" for m in metrics[1:]] + \
+        [f"own {arrow(primary, direction[primary])} [95 % CI]"]
     lines.append(f"### Ranking by stitched {primary} (mean over seeds of the mean over encoder pairs)\n")
-    lines.append("*stitched*: decoder fitted on one encoder, evaluated zero-shot on another (off-diagonal "
-                 "pairs); *pairs (min–max)*: the lowest and highest stitched pair (mean over seeds); *Δ to best*: "
-                 "the paired difference to the first row on the pairs both reach (negative: worse); **bold**: "
-                 "indistinguishable from the first row (the interval of Δ contains 0) while reaching as many "
-                 "pairs: a group, not an order; *own space*: the same decoder on its own encoder (diagonal); "
-                 "*achievable pairs*: off-diagonal pairs the method can evaluate at all. Combinations reaching more "
-                 "pairs rank first. " + method_note(draws) + "\n")
-    lines.append(tabulate(rows_for(methods, True), headers=["#", *first, "Δ to best [95 % CI]", *rest],
-                          tablefmt="pipe", disable_numparse=True))
+    lines.append(RANKING_LEGEND + method_note(draws) + "\n")
+    lines.append(table(rows_for(methods, True), headers=["#", *COMBO, score, "Δ to best [95 % CI]", *rest],
+                       keep=1 + len(COMBO)))
     if len(refs):
         lines.append("\n### Reference rows\n")
         lines.append("Absolute heads (no translation) and the non-stitched upper bound (each decoder on its own "
-                     "encoder).\n")
-        lines.append(tabulate(rows_for(refs, False), headers=[*first, *rest], tablefmt="pipe",
-                              disable_numparse=True))
+                     "encoder); columns as in the ranking.\n")
+        lines.append(table(rows_for(refs, False), headers=[*COMBO, score, *rest], keep=len(COMBO)))
     both = df[df["extra"].map(lambda e: isinstance(e, dict) and e.get("needs_both_spaces", False))]
     if len(both):
-        names = sorted(pd.unique(both["stitcher"]))
-        lines.append(f"\nStitchers that need **both spaces at fit time** (a map estimated on parallel anchors): "
-                     f"{', '.join(names)}. The others fit on the decoder side alone.\n")
-    if extras_cols:
-        lines.append("\n### Translation diagnostics (mean over stitched pairs and seeds)\n")
-        diag_rows = []
-        for _, r in methods.iterrows():
-            vals = []
-            for m in extras_cols:
-                d = df[(df["metric"] == m) & (df["status"] == "ok") & (df["source"] != df["target"])]
-                for c in COMBO:
-                    d = d[d[c] == r[c]]
-                vals.append(fmt(d["value"].mean()) if len(d) else "-")
-            if any(v != "-" for v in vals):
-                diag_rows.append([combo_label(r), *vals])
-        if diag_rows:
-            lines.append(tabulate(diag_rows, headers=["combination"] + [arrow(m, direction[m]) for m in extras_cols],
-                                  tablefmt="pipe", disable_numparse=True))
+        lines.append("\n" + listing("Stitchers that need both spaces at fit time (a map estimated on parallel "
+                                     "anchors; the others fit on the decoder side alone)",
+                                     sorted(pd.unique(both["stitcher"]))) + "\n")
+    lines.append(_diagnostics_section(df, methods, [m for m in metric_order(df) if m not in metrics], direction))
     if len(methods) and not math.isnan(methods["stitched"].iloc[0]):
         top = methods.iloc[0]
         scale = colour_scale(df, primary)
-        link = _heatmap(df, primary, dict(top[COMBO]), page, f"{primary} {combo_label(top)}", scale)
         lines.append(f"\n### Per-pair {primary} of the best combination ({combo_label(top)})\n")
-        lines.append(f"![heatmap]({link})\n")
-        absolute = refs[refs["achievable"] != "-"]
-        for _, r in absolute.iterrows():
-            link = _heatmap(df, primary, dict(r[COMBO]), page, f"{primary} {combo_label(r)}", scale)
-            lines.append(f"Reference for comparison ({combo_label(r)}):\n\n![heatmap]({link})\n")
+        lines.append(heatmap_section(df, primary, dict(top[COMBO]), page, scale))
+        for _, r in refs[refs["achievable"] != "-"].iterrows():
+            lines.append(f"Reference for comparison ({combo_label(r)}):\n\n"
+                         + heatmap_section(df, primary, dict(r[COMBO]), page, scale))
     lines.append(pair_kind_section(df, kinds, primary, direction[primary]))
     lines.append(encoder_report_section(df))
     if held_out:
         lines.append(held_out_section(df, primary, page))
-    errors = df[df["status"] == "error"]
-    if len(errors):
-        lines.append(f"\n### Failed combinations ({len(errors)})\n")
-        err_rows = [[combo_label(r), r["target"], str(r["error"]).splitlines()[0][:160]]
-                    for _, r in errors.drop_duplicates(COMBO + ["target"]).iterrows()]
-        lines.append(tabulate(err_rows, headers=["combination", "target", "error"], tablefmt="pipe"))
+    lines.append(_failures_section(df))
     return "\n".join(lines) + "\n"
+
+
+#: what the ranking's columns mean, said once above it (the headers stay short)
+RANKING_LEGEND = (
+    "Every score is *stitched* (a decoder fitted on one encoder, evaluated zero-shot on another: the off-diagonal "
+    "pairs) unless its column says *own* (the same decoder on its own encoder, the diagonal). *Δ to best*: the "
+    "paired difference to the first row on the pairs both reach (negative: worse); **bold**: indistinguishable "
+    "from the first row (the interval of Δ contains 0) while reaching as many pairs: a group, not an order; "
+    "*pairs*: the off-diagonal pairs the method can evaluate at all, of all; *min–max*: the lowest and highest "
+    "stitched pair (mean over seeds). Combinations reaching more pairs rank first. A table too wide for a screen "
+    "continues below, its rows named again. ")
+
+
+def _diagnostics_section(df: pd.DataFrame, methods: pd.DataFrame, extras: list[str], direction: dict) -> str:
+    """Per-cell diagnostics that only some stitchers emit (e.g. IRP's condition number),
+    mean over stitched pairs and seeds per combination; empty when none has any."""
+    rows = []
+    for _, r in methods.iterrows():
+        vals = []
+        for m in extras:
+            d = df[(df["metric"] == m) & (df["status"] == "ok") & (df["source"] != df["target"])]
+            for c in COMBO:
+                d = d[d[c] == r[c]]
+            vals.append(fmt(d["value"].mean()) if len(d) else "-")
+        if any(v != "-" for v in vals):
+            rows.append([combo_label(r), *vals])
+    if not rows:
+        return ""
+    return ("\n### Translation diagnostics (mean over stitched pairs and seeds)\n\n"
+            + table(rows, headers=["combination"] + [arrow(m, direction[m]) for m in extras]))
+
+
+def _failures_section(df: pd.DataFrame) -> str:
+    """The failed combinations, one line each with the first line of its error (free
+    text: a list, not a table column), folded when there are many; empty when none failed."""
+    errors = df[df["status"] == "error"]
+    if not len(errors):
+        return ""
+    failed = [f"{combo_label(r)} → {r['target']}: {str(r['error']).splitlines()[0][:160]}"
+              for _, r in errors.drop_duplicates(COMBO + ["target"]).iterrows()]
+    return (f"\n### Failed combinations ({len(errors)})\n\n"
+            + listing("Combination → target: error", failed, lines=True) + "\n")
 
 
 def _scored(r: pd.Series, part: str) -> str:
@@ -448,6 +474,17 @@ def _headline(scores: pd.DataFrame, metric: str, best: pd.Series) -> dict:
     ref = scores[scores["reference"]]["own"].max() if scores["reference"].any() else np.nan
     return {"metric": metric, "best": combo_label(best), "score": best["stitched"], "std": best["stitched_std"],
             "reference": ref}
+
+
+def meaning(headline: dict | None, direction: str) -> str | None:
+    """The summary's sentence for a stitching headline: the best zero-shot score beside
+    the reference, when both are there and the metric has a better direction (None
+    otherwise: the generic sentence is used)."""
+    if headline is None or direction not in ("higher", "lower") or math.isnan(headline.get("reference", np.nan)):
+        return None
+    return (f"A decoder fitted on one encoder and used zero-shot on another reaches {headline['metric']} "
+            f"{fmt(headline['score'])} at best (with {headline['best']}), against {fmt(headline['reference'])} for "
+            f"the reference, a decoder on its own encoder ({direction} is better).")
 
 
 def ranking(df: pd.DataFrame) -> list[str]:

@@ -7,9 +7,8 @@ from collections.abc import Sequence
 
 import lazy_loader
 import numpy as np
-from tabulate import tabulate
 
-from relbench.api import AnchorContext, Anchors, PluginSpec, arrow, bootstrap_columns, directions
+from relbench.api import AnchorContext, Anchors, PluginSpec, arrow, bootstrap_columns, directions, table
 
 pd = lazy_loader.load("pandas")
 torch = lazy_loader.load("torch")
@@ -50,11 +49,12 @@ def summary_table(df: pd.DataFrame, index: list[str], column: str, digits: int =
     ``column``; a cell is the mean over seeds of the mean of ``value`` over its other
     rows, with its 95 % hierarchical-bootstrap interval (:mod:`relbench.uncertainty`:
     from the rows' per-sample values where stored, over seeds otherwise). Cells whose
-    rows are all not achievable show ``n/a``."""
+    rows are all not achievable show ``n/a``. Wider than a screen, the table is split,
+    the ``index`` columns repeated (:func:`relbench.api.table`)."""
     if df.empty:
         return "_no results yet_"
     cols = sorted(df[column].dropna().unique().tolist(), key=str)
-    table = []
+    rows = []
     for keys, group in df.groupby(index, sort=True, dropna=False):
         keys = keys if isinstance(keys, tuple) else (keys,)
         cells = []
@@ -62,8 +62,8 @@ def summary_table(df: pd.DataFrame, index: list[str], column: str, digits: int =
             sub = group[group[column] == col]
             ok = sub[(sub["status"] == "ok") & sub["value"].notna()]
             cells.append(_with_interval(ok, digits) if len(ok) else ("n/a" if len(sub) else ""))
-        table.append([*keys, *cells])
-    return tabulate(table, headers=[*index, *cols], tablefmt="pipe", disable_numparse=True)
+        rows.append([*keys, *cells])
+    return table(rows, headers=[*index, *cols], keep=len(index))
 
 
 def _with_interval(rows: pd.DataFrame, digits: int) -> str:

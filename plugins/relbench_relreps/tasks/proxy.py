@@ -165,6 +165,11 @@ class PerformanceProxy(TaskKind):
                               extra={"models": len(accs), "reference_accuracy": models["reference"]["accuracy"]}))
         return rows
 
+    def meaning(self, headline: dict | None, direction: str) -> str:
+        """How to read the page: the correlation of similarity and accuracy."""
+        return ("A Pearson r near 1 means that a model's similarity to the reference, measured without labels, "
+                "predicts its accuracy.")
+
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Pearson r per encoder × selector × similarity, and the scatter plot."""
         df, note = without_failures(results)

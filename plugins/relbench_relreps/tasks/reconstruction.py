@@ -189,6 +189,12 @@ class Reconstruction(TaskKind):
         fig.savefig(path.with_suffix(".svg"))  # beside the PNG, copied with it to the page
         plt.close(fig)
 
+    def meaning(self, headline: dict | None, direction: str) -> str:
+        """How to read the page: stitched against non-stitched reconstruction error."""
+        return ("A stitched MSE close to the non-stitched one means a decoder reconstructs from another model's "
+                "latent space as well as from its own; relative bottlenecks are meant to allow that, absolute "
+                "ones not.")
+
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Table 3: MSE, non-stitched vs stitched, per bottleneck and selector (mean over
         seeds with an interval over seeds); and the figures."""

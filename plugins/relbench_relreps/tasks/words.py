@@ -129,6 +129,11 @@ class WordNeighbourhoods(TaskKind):
         """Cross-space pairs only: a table compared with itself agrees trivially."""
         return results[results["source"] != results["target"]]
 
+    def meaning(self, headline: dict | None, direction: str) -> str:
+        """How to read the page: agreement of neighbourhoods across tables."""
+        return ("Higher Jaccard and MRR mean that two independently trained word tables agree on each word's "
+                "neighbours; relative representations are meant to agree more than absolute ones.")
+
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Table 1: Jaccard@k and MRR@k per representation, selector, similarity and pair."""
         df, note = without_failures(results)
