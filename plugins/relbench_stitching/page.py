@@ -359,18 +359,18 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False, scored:
             out.append(row)
         return out
 
-    score = f"{arrow(primary, direction[primary])} [95 % CI]"
+    score_header = f"{arrow(primary, direction[primary])} [95 % CI]"
     rest = ["pairs", "min–max"] + [f"{arrow(m, direction[m])} [95 % CI]" for m in metrics[1:]] + \
         [f"own {arrow(primary, direction[primary])} [95 % CI]"]
     lines.append(f"### Ranking by stitched {primary} (mean over seeds of the mean over encoder pairs)\n")
     lines.append(RANKING_LEGEND + method_note(draws) + "\n")
-    lines.append(table(rows_for(methods, True), headers=["#", *COMBO, score, "Δ to best [95 % CI]", *rest],
+    lines.append(table(rows_for(methods, True), headers=["#", *COMBO, score_header, "Δ to best [95 % CI]", *rest],
                        keep=1 + len(COMBO)))
     if len(refs):
         lines.append("\n### Reference rows\n")
         lines.append("Absolute heads (no translation) and the non-stitched upper bound (each decoder on its own "
                      "encoder); columns as in the ranking.\n")
-        lines.append(table(rows_for(refs, False), headers=[*COMBO, score, *rest], keep=len(COMBO)))
+        lines.append(table(rows_for(refs, False), headers=[*COMBO, score_header, *rest], keep=len(COMBO)))
     both = df[df["extra"].map(lambda e: isinstance(e, dict) and e.get("needs_both_spaces", False))]
     if len(both):
         lines.append("\n" + listing("Stitchers that need both spaces at fit time (a map estimated on parallel "
