@@ -5,7 +5,6 @@ backend outside the encoder's identity; and release."""
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import os
@@ -222,45 +221,41 @@ def test_release_frees_the_session_and_encode_sets_up_again(tiny_bert, tmp_path)
     assert torch.equal(text.encode(TEXTS, tctx), T)
 
 
-MAPPED_AFTER_A_FREED_BLOCK = """
-import ctypes, sys
+
+HEAP_KEPT_AFTER_A_FREED_BATCH = """
+import sys
 import numpy as np
+from relbench_encoders.ort_backend import release_freed_memory
 
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                                "fsmblks", "uordblks", "fordblks", "keepcost")]
+def rss_mb():
+    return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) / 1024
 
-libc = ctypes.CDLL("libc.so.6")
-libc.mallinfo2.restype = MallInfo2
-if sys.argv[1] == "fixed":
-    from relbench_encoders.ort_backend import fix_mmap_threshold
-    assert fix_mmap_threshold()
 block = np.ones(12_600_000 // 8)  # one input batch: 64 images of 3 x 128 x 128 float32
-del block
-again = np.ones(12_600_000 // 8)
-print(libc.mallinfo2().hblkhd)  # bytes in mapped blocks
+del block  # a mapped block: glibc now raises its mmap threshold above a batch
+batch = np.ones(12_600_000 // 8)  # so the next batch comes from the heap
+del batch
+kept = rss_mb()
+assert release_freed_memory()
+print(kept - rss_mb())  # MB handed back
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or not hasattr(ctypes.CDLL(None), "mallinfo2"),
-                    reason="glibc's mallinfo2 reports mapped blocks")
-def test_large_blocks_stay_mapped_once_a_session_fixes_the_threshold():
-    """A batch-sized block allocated after one was freed comes from the heap under glibc's
-    dynamic threshold (the heap that grew by a batch per onnxruntime call), and is mapped
-    on its own, hence returned when freed, once the threshold is fixed."""
-    def mapped(mode: str) -> int:
-        out = subprocess.run([sys.executable, "-c", MAPPED_AFTER_A_FREED_BLOCK, mode], capture_output=True,
-                             text=True, check=True)
-        return int(out.stdout.split()[-1])
-
-    assert mapped("dynamic") < 12_600_000 <= mapped("fixed")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
+def test_a_freed_batch_on_the_heap_is_handed_back_after_a_run():
+    """A batch-sized block freed on the heap (where glibc's raised mmap threshold puts it)
+    stays resident until the heap is trimmed, as each onnxruntime run now does."""
+    out = subprocess.run([sys.executable, "-c", HEAP_KEPT_AFTER_A_FREED_BATCH], capture_output=True, text=True,
+                         check=True)
+    assert float(out.stdout.split()[-1]) > 10
 
 
-def test_opening_a_session_fixes_the_mmap_threshold(tmp_path, monkeypatch):
+def test_every_run_trims_the_heap(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(ort_backend, "fix_mmap_threshold", lambda: calls.append(1) or True)
+    monkeypatch.setattr(ort_backend, "release_freed_memory", lambda: calls.append(1) or True)
     graph = tmp_path / "linear.onnx"
     torch.onnx.export(torch.nn.Linear(3, 2).eval(), (torch.ones(1, 3),), str(graph), dynamo=False,
                       input_names=["x"], output_names=["y"])
-    ort_backend.open_session(graph, torch.device("cpu"))
-    assert calls == [1]
+    forward = ort_backend.OrtForward(graph, torch.device("cpu"), ["x"])
+    forward(torch.ones(1, 3))
+    forward(torch.zeros(1, 3))
+    assert calls == [1, 1]

@@ -125,29 +125,25 @@ class GraphSpec:
         return folder / f"{safe}-{self.key()}"
 
 
-#: glibc's ``M_MMAP_THRESHOLD`` (mallopt's parameter number) and the size it is fixed at
-M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES = -3, 128 * 1024
+def release_freed_memory() -> bool:
+    """Return the heap's free pages to the system (glibc's ``malloc_trim(0)``); True where
+    glibc did so, False elsewhere (a no-op).
 
-
-def fix_mmap_threshold() -> bool:
-    """Fix glibc's mmap threshold at its default 128 KiB, so that every large block is
-    mapped on its own and returned to the system when freed; True where it was set.
-
-    glibc raises the threshold each time a mapped block is freed (up to 32 MiB), after
-    which input batches (12.6 MB for 64 images at 128²) come from the heap. With
-    onnxruntime's threads allocating beside them, that heap was never trimmed: encoding
-    10,000 Fashion-MNIST images grew a process by about 12 MB per batch, 0.5 → 2.5 GB
-    (tf_efficientnet_lite0, AMD EPYC; ``MALLOC_MMAP_THRESHOLD_=131072`` kept it at 0.5 GB).
-    Setting the threshold explicitly switches the adjustment off (``man mallopt``). A no-op
-    off glibc."""
+    :class:`OrtForward` calls it after every run. glibc raises its mmap threshold each
+    time a mapped block is freed (up to 32 MiB), after which input batches (12.6 MB for 64
+    images at 128²) come from the heap; with onnxruntime's threads allocating beside them,
+    that heap was never trimmed: encoding 10,000 Fashion-MNIST images grew a process by
+    about a batch per call, 0.5 → 2.4 GB (tf_efficientnet_lite0, AMD EPYC). Fixing the
+    threshold instead (``mallopt``) kept it at 0.5 GB but slowed every later training
+    loop of the process by a quarter (a fresh mapping for each large temporary), so the
+    heap is trimmed where it grows, and glibc's policy is left alone."""
     import ctypes
     import ctypes.util
 
     name = ctypes.util.find_library("c")
     try:
         libc = ctypes.CDLL(name) if name else None
-        return bool(libc is not None and hasattr(libc, "mallopt")
-                    and libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1)
+        return bool(libc is not None and hasattr(libc, "malloc_trim") and libc.malloc_trim(0) in (0, 1))
     except OSError:
         return False
 
@@ -158,10 +154,8 @@ def open_session(path: Path, device: torch.device, purpose: str = "the onnxrunti
     peak size), intra-op threads following ``torch.get_num_threads()`` (one in a ``-j``
     worker: onnxruntime's default, a thread per core, would make the workers' spinning
     thread pools fight over the same cores), one inter-op thread, errors-only logging,
-    and the CUDA provider when ``device`` is CUDA and the provider is installed. Opening
-    one fixes the process's mmap threshold (:func:`fix_mmap_threshold`)."""
+    and the CUDA provider when ``device`` is CUDA and the provider is installed."""
     ort = require("onnxruntime", purpose)
-    fix_mmap_threshold()
     options = ort.SessionOptions()
     options.enable_cpu_mem_arena = False
     options.intra_op_num_threads = max(1, torch.get_num_threads())
@@ -190,7 +184,10 @@ class OrtForward:
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         feed = {name: x.detach().cpu().contiguous().numpy()
                 for name, x in zip(self.input_names, inputs) if name in self._used}
-        return [torch.from_numpy(y).float() for y in self.session.run(None, feed)]
+        outputs = [torch.from_numpy(y).float() for y in self.session.run(None, feed)]
+        del feed
+        release_freed_memory()  # the input batch's pages go back (see the function)
+        return outputs
 
 
 class _Refused(Exception):
