@@ -22,6 +22,7 @@ why once (a logged warning).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import io
 import json
@@ -137,15 +138,22 @@ def release_freed_memory() -> bool:
     threshold instead (``mallopt``) kept it at 0.5 GB but slowed every later training
     loop of the process by a quarter (a fresh mapping for each large temporary), so the
     heap is trimmed where it grows, and glibc's policy is left alone."""
+    trim = _malloc_trim()
+    return trim is not None and trim(0) in (0, 1)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, looked up once (finding the C library runs ``ldconfig``);
+    None off glibc."""
     import ctypes
     import ctypes.util
 
     name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name) if name else None
-        return bool(libc is not None and hasattr(libc, "malloc_trim") and libc.malloc_trim(0) in (0, 1))
+        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
     except OSError:
-        return False
+        return None
 
 
 def open_session(path: Path, device: torch.device, purpose: str = "the onnxruntime backend"):
