@@ -35,7 +35,8 @@ def _git(folder: Path, *args: str) -> subprocess.CompletedProcess:
         raise UserError(f"`relbench publish` needs git to check the checkout ({exc}); install git.") from None
 
 
-def _listed(names: list[str]) -> str:
+def listed(names: list[str]) -> str:
+    """The first :data:`SHOWN` of ``names``, comma-separated, then how many more."""
     return ", ".join(names[:SHOWN]) + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
 
 
@@ -69,7 +70,7 @@ def checkout(tasks_file: Path, folder: Path) -> dict:
                   f":(exclude){aside}" if aside != "." else ".")
     changed = [line[3:] for line in status.stdout.splitlines() if line.strip()]
     if changed:
-        raise UserError(f"the checkout {root} has uncommitted changes ({_listed(changed)}); a release comes from one "
+        raise UserError(f"the checkout {root} has uncommitted changes ({listed(changed)}); a release comes from one "
                         f"clean revision. Commit or stash them, run the suite again if code changed, then publish.")
     revision = _git(root, "rev-parse", "--short", "HEAD").stdout.strip()
     return {"revision": revision, "tasks": relative,
@@ -92,15 +93,15 @@ def stored(runner) -> list[str]:
             failed.append(f"{task_run.task.name} ({df.loc[df['status'] == 'error', 'unit'].nunique()} units)")
         revisions |= {str(v) for v in df.get("git", [])}
     if partial:
-        raise UserError(f"the store {runner.store.root} does not hold every unit of {_listed(partial)}; a release "
+        raise UserError(f"the store {runner.store.root} does not hold every unit of {listed(partial)}; a release "
                         f"shows complete tasks only. Run `relbench run` on the same tasks file until it finishes, "
                         f"then publish.")
     if failed:
-        raise UserError(f"units failed in {_listed(failed)}; a release shows no failed unit. See the failures on the "
+        raise UserError(f"units failed in {listed(failed)}; a release shows no failed unit. See the failures on the "
                         f"run's pages (`relbench run` lists them), fix them and run again, then publish.")
     dirty = sorted(r for r in revisions if not r or r.endswith("-dirty"))
     if dirty:
         raise UserError(f"rows of {runner.store.root} were computed from a checkout with uncommitted changes or none "
-                        f"({_listed([r or 'unknown' for r in dirty])}); a release is drawn from committed code. "
+                        f"({listed([r or 'unknown' for r in dirty])}); a release is drawn from committed code. "
                         f"Run the suite again into a fresh store (--output DIR) from a clean checkout.")
     return sorted(revisions)

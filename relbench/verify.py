@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import math
 import os
@@ -42,8 +41,9 @@ import pandas as pd
 from tabulate import tabulate
 
 from relbench import __version__
-from relbench.cache import CACHE_ENV
+from relbench.cache import CACHE_ENV, file_sha256
 from relbench.errors import UserError
+from relbench.publish import SHOWN, listed
 from relbench.results import ResultStore, environment
 from relbench.rows import packages
 
@@ -54,8 +54,6 @@ ABSOLUTE, RELATIVE = 1e-6, 1e-3
 #: devices on which relbench computes deterministically for fixed seeds (its training
 #: loops and plugins seed every draw; GPU kernels may reorder their sums)
 DETERMINISTIC_DEVICES = frozenset({"cpu"})
-#: how many names or rows a finding lists before counting the rest
-SHOWN = 8
 #: the run id of a stand-in line for a planned unit the release lacks
 STAND_IN_RUN = "release-lacks-this-unit"
 #: the rules a compared row is judged by
@@ -87,10 +85,6 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def _listed(names: list[str]) -> str:
-    return ", ".join(names[:SHOWN]) + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
-
-
 # ----------------------------------------------------------------------------- the release
 
 
@@ -104,7 +98,7 @@ def read_release(path: Path) -> pd.DataFrame:
                         f"`--release leaderboards/results.parquet`.") from None
     lacking = [c for c in ("task", "unit", "metric", "value", "status") if c not in rows]
     if lacking:
-        raise UserError(f"{path} is not a release's results table: it has no column {_listed(lacking)}.")
+        raise UserError(f"{path} is not a release's results table: it has no column {listed(lacking)}.")
     return rows
 
 
@@ -160,8 +154,8 @@ def _provenance_findings(rows: pd.DataFrame) -> list[str]:
                       ("computed from a checkout with uncommitted changes", revisions.str.endswith("-dirty"))):
         if bad.any():
             named = sorted(set(revisions[bad]) - {""})
-            findings.append(f"{_count(int(bad.sum()), 'row')} {what}{f' ({_listed(named)})' if named else ''}, in "
-                            f"tasks {_listed(sorted(set(rows.loc[bad, 'task'].astype(str))))}")
+            findings.append(f"{_count(int(bad.sum()), 'row')} {what}{f' ({listed(named)})' if named else ''}, in "
+                            f"tasks {listed(sorted(set(rows.loc[bad, 'task'].astype(str))))}")
     return findings
 
 
@@ -177,7 +171,7 @@ def _coverage_findings(task_runs: list, rows: pd.DataFrame) -> list[str]:
         if missing:
             findings.append(f"{name}: {len(missing)} of the {len(units)} planned units without rows under the "
                             f"plan's identity (missing, or computed from other inputs): "
-                            f"{_listed([f'[{key_text(u.display)}]' for u in missing])}")
+                            f"{listed([f'[{key_text(u.display)}]' for u in missing])}")
         extra = ids - {u.id for u in units}
         if extra:
             findings.append(f"{name}: rows of {_count(len(extra), 'unit')} the current plan does not have (other "
@@ -198,7 +192,7 @@ def _tasks_file_findings(tasks_file: Path, index: Path) -> list[str]:
     if found is None:
         return [f"{index} holds no release statement (written by `relbench publish`): the tasks file the release "
                 f"was drawn from cannot be checked"]
-    here = hashlib.sha256(tasks_file.read_bytes()).hexdigest()
+    here = file_sha256(tasks_file)
     if here.startswith(found["sha256"]):
         return []
     return [f"the release was drawn from `{found['tasks']}` with sha256 {found['sha256']}…; {tasks_file} here has "
