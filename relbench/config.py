@@ -43,7 +43,8 @@ The schema (every key optional unless marked)::
           - claim: relative decoders stitch far better than absolute heads
             better: {stitcher: relative}   # rows matching these grid labels …
             worse: {stitcher: absolute}    # … should beat these (measure: score | achievable)
-            margin: 0.01                   # the smallest difference that counts (default 0.01)
+            margin: 0.01                   # the smallest difference that counts (default: the metric's)
+            test: superiority              # or non-inferiority: "at least as good", within the margin
 
 A plugin spec is a name (``cosine``) or a mapping ``{name: cosine, params: {...},
 label: cosine-centred}``; the label (default: the name, plus the parameters that differ
@@ -95,7 +96,9 @@ EXECUTORS = ("local", "ray")
 TOP_KEYS = {"suite", "include", "tasks"}
 TASK_KEYS = {"name", "kind", "description", "dataset", "encoders", "grid", "metrics", "seeds", "protocol",
              "num_anchors", "device", "precision", "batch_size", "published", "claims"}
-CLAIM_KEYS = {"claim", "better", "worse", "measure", "metric", "margin"}
+CLAIM_KEYS = {"claim", "better", "worse", "measure", "metric", "margin", "test"}
+#: what a score claim may test: a strict ordering, or "at least as good" within the margin
+CLAIM_TESTS = ("superiority", "non-inferiority")
 PUBLISHED_KEYS = {"metric", "value", "reference"}  # plus the task kind's columns
 GRID_KEYS = {"selectors": "selector", "similarities": "similarity", "stitchers": "stitcher",
              "regularizers": "regularizer"}
@@ -810,9 +813,12 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
             _check_keys(entry[side], columns, ewhere.child(side, entry), f"claim filter (task kind {kind.name!r})")
         if entry.get("measure", "score") not in ("score", "achievable"):
             raise ewhere.child("measure", entry).error("expected `score` or `achievable`.")
+        if entry.get("test", CLAIM_TESTS[0]) not in CLAIM_TESTS:
+            raise ewhere.child("test", entry).error(f"expected one of {', '.join(CLAIM_TESTS)}.")
         if "margin" in entry:
             _expect(entry["margin"], (int, float), ewhere.child("margin", entry),
-                    "a number ≥ 0 in the metric's units (the smallest difference that counts; default 0.01)")
+                    "a number ≥ 0 in the metric's units (the smallest difference that counts; default: the "
+                    "metric's own, 0.01 for most)")
             if isinstance(entry["margin"], bool) or entry["margin"] < 0:
                 raise ewhere.child("margin", entry).error("expected a number ≥ 0 in the metric's units.")
     task = Task(name=name, kind=kind, dataset=dataset, encoders=encoders, selectors=grid["selectors"],

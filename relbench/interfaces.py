@@ -837,6 +837,10 @@ class TaskKind(Plugin, ABC):
     #: the columns that identify a cell of this kind's results (``seed`` is the
     #: runner's); result rows carry them flat, and claims filter on them
     columns: ClassVar[tuple[str, ...]] = ()
+    #: the columns among :attr:`columns` that name what a method is evaluated on rather
+    #: than the method (stitching: the encoder pair): a claim compares its two sides on
+    #: the values of these columns, and the seeds, that both sides were measured on
+    paired_on: ClassVar[tuple[str, ...]] = ()
     #: False for protocols that train their own networks (the task's ``encoders`` may
     #: then be omitted)
     uses_encoders: ClassVar[bool] = True

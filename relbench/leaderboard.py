@@ -51,8 +51,8 @@ from relbench.protocol import describe
 from relbench.provenance import KEYS, sources_page
 from relbench.results import ResultStore
 from relbench.rows import TASK_ERROR
-from relbench.uncertainty import (FAILS, HOLDS, MARGIN, bootstrap_columns, fmt_interval, method_note, verdict,
-                                  with_samples)
+from relbench.claims import cell_count, claims_section, filtered
+from relbench.uncertainty import fmt_interval
 
 pd = lazy_loader.load("pandas")
 
@@ -88,72 +88,6 @@ def _remove_stale_figures(page: Page) -> None:
             path.unlink()
 
 
-#: how a claim or a published entry names an empty part (a column a row does not use)
-EMPTY = "-"
-
-
-def _filtered(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
-    """Rows whose columns hold the given values (``-`` or null: the column is empty)."""
-    for col, value in filters.items():
-        column = df[col] if col in df else pd.Series(None, index=df.index, dtype=object)
-        empty = column.isna() | (column == EMPTY)
-        df = df[empty if value in (EMPTY, None) else column == value]
-    return df
-
-
-def _cells(kind: TaskKind, df: pd.DataFrame) -> int:
-    """Distinct cells (the kind's columns) among ``df``'s rows."""
-    cols = [c for c in kind.columns if c in df]
-    return len(df.drop_duplicates(cols)) if cols else len(df)
-
-
-def claims_section(kind: TaskKind, df: pd.DataFrame, claims: list[dict], metrics: dict[str, Any]) -> str:
-    """Each claimed ordering, checked on the rows the kind compares, with three outcomes
-    (:func:`relbench.uncertainty.verdict`): the paired difference of the two sides' scores
-    and its bootstrap interval against the claim's margin. ``metrics``: the task's metric
-    plugins by label, to rescore the stored per-sample predictions."""
-    scored = kind.claim_rows(df)
-    direction = directions(df)
-    names = [m for m in pd.unique(df["metric"]) if m != "error"]
-    lines = ["\n### Orderings reported by the papers, checked here\n",
-             "A claim *holds* when the 95 % interval of the paired difference (claimed-better minus "
-             "claimed-worse, in the metric's better direction) lies wholly above the claim's margin, *does not "
-             "hold* when it lies wholly below minus the margin, and is *inconclusive* otherwise (a tie included). "
-             "Each side's score is the mean over seeds of the mean over its cells. "
-             + method_note(None) + "\n"]
-    for claim in claims:
-        metric = claim.get("metric") or (names[0] if names else "")
-        sides = [_filtered(scored[scored["metric"] == metric], claim[k]) for k in ("better", "worse")]
-        labels = [", ".join(f"{k}={v}" for k, v in claim[s].items()) for s in ("better", "worse")]
-        if claim.get("measure", "score") == "achievable":
-            values = [_cells(kind, d[d["status"] == "ok"]) for d in sides]
-            outcome = HOLDS if values[0] > values[1] else FAILS
-            shown = f"{labels[0]}: {values[0]}/{_cells(kind, sides[0])} cells vs {labels[1]}: " \
-                    f"{values[1]}/{_cells(kind, sides[1])} cells (achievable cells: a count, fixed by design)"
-            lines.append(f"- {claim['claim']}: **{outcome}** — {shown}.")
-            continue
-        margin = float(claim.get("margin", MARGIN))
-        rows = pd.concat(sides)
-        rows = rows[(rows["status"] == "ok") & ~rows.index.duplicated()]
-        columns = {side: pd.Series(rows.index.isin(d.index), index=rows.index)
-                   for side, d in zip(("better", "worse"), sides)}
-        draws = bootstrap_columns(with_samples(rows, df, kind.columns), columns, metrics.get(metric)) \
-            if len(rows) else None
-        if draws is None or not all(np.isfinite(draws.point)):
-            lines.append(f"- {claim['claim']}: **not measured** (no results for one side: {labels[0]} / {labels[1]}).")
-            continue
-        diff, low, high = draws.difference("better", "worse")
-        if direction.get(metric) == "lower":
-            diff, low, high = -diff, -high, -low
-        outcome = verdict(low, high, margin)
-        seeds_only = "" if draws.sample_level else "; interval over seeds only (no per-sample data)"
-        lines.append(f"- {claim['claim']}: **{outcome}** — {labels[0]}: {fmt(draws.point[0])} "
-                     f"{fmt_interval(*draws.interval('better'))} vs {labels[1]}: {fmt(draws.point[1])} "
-                     f"{fmt_interval(*draws.interval('worse'))} ({arrow(metric, direction.get(metric, 'neutral'))}); "
-                     f"advantage {diff:+.3f} {fmt_interval(low, high, signed=True)}, margin {margin:g}{seeds_only}.")
-    return "\n".join(lines) + "\n"
-
-
 def published_section(kind: TaskKind, df: pd.DataFrame, published: list[dict]) -> str:
     """A table of published numbers next to ours (mean over seeds): an entry that pins
     one cell is compared with that cell, one that matches several with the mean over
@@ -161,8 +95,8 @@ def published_section(kind: TaskKind, df: pd.DataFrame, published: list[dict]) -
     rows = []
     for entry in published:
         cell = {c: entry[c] for c in kind.columns if c in entry}
-        d = _filtered(df[(df["metric"] == entry["metric"]) & (df["status"] == "ok")], cell)
-        if _cells(kind, d) > 1:
+        d = filtered(df[(df["metric"] == entry["metric"]) & (df["status"] == "ok")], cell)
+        if cell_count(kind, d) > 1:
             d = kind.claim_rows(d)
         per_seed = d.groupby("seed", dropna=False)["value"].mean()
         ours = per_seed.mean() if len(per_seed) else np.nan

@@ -328,7 +328,7 @@ def test_an_unchanged_page_is_not_drawn_again_unless_a_file_of_it_is_missing(reg
 
 
 def test_a_claim_naming_an_empty_part_matches_rows_that_do_not_use_it():
-    from relbench.leaderboard import claims_section
+    from relbench.claims import claims_section
     from relbench_stitching import Stitching
 
     rows = [{"selector": "random", "similarity": sim, "stitcher": "relative", "regularizer": reg, "source": "a",

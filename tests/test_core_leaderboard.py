@@ -54,7 +54,7 @@ def _rows(representation, seeds, value, kind="word-neighbourhoods"):
 def test_claims_count_seedless_rows_and_name_the_metric_outside_stitching():
     import pandas as pd
 
-    from relbench.leaderboard import claims_section
+    from relbench.claims import claims_section
     from relbench_relreps import WordNeighbourhoods
 
     # deterministic baselines are stored without a seed; they still form a side of a claim
@@ -64,8 +64,9 @@ def test_claims_count_seedless_rows_and_name_the_metric_outside_stitching():
     kind = WordNeighbourhoods()
     text = claims_section(kind, df, [claim], {})
     assert "**holds** — representation=relative: 0.500 [0.500, 0.500] vs representation=absolute: 0.100 " \
-           "[0.100, 0.100] (jaccard@10 ↑); advantage +0.400 [+0.400, +0.400], margin 0.01; interval over seeds " \
-           "only (no per-sample data)" in text
+           "[0.100, 0.100] (jaccard@10 ↑); advantage +0.400 [+0.400, +0.400], superiority, margin 0.01, p = " in text
+    assert "paired on the 2 source/target values both sides have; interval over seeds only (no per-sample " \
+           "data)" in text
     worse = claims_section(kind, df, [{**claim, "better": claim["worse"], "worse": claim["better"]}], {})
     assert "**does not hold** —" in worse
     within = claims_section(kind, df, [{**claim, "margin": 0.5}], {})

@@ -67,6 +67,7 @@ class TranslationQuality(TaskKind):
 
     name: ClassVar[str] = "translation-quality"
     columns: ClassVar[tuple[str, ...]] = ("selector", "target", "source", "omega", "delta")
+    paired_on: ClassVar[tuple[str, ...]] = ("target", "source")  # claims pair their sides on these
     omegas: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
     deltas: list[float] = field(default_factory=lambda: [0.5, 0.6, 0.65, 0.7, 0.75, 0.8])
     pinv: PinvKind = "plain"

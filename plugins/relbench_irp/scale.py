@@ -66,6 +66,7 @@ class ScaleInvariance(TaskKind):
 
     name: ClassVar[str] = "scale-invariance"
     columns: ClassVar[tuple[str, ...]] = ("activation", "target", "input", "source", "selector", "alpha")
+    paired_on: ClassVar[tuple[str, ...]] = ("target", "input", "source")  # claims pair their sides on these
     alphas: list[float] = field(default_factory=lambda: [0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0])
     activations: list[str] = field(default_factory=lambda: list(ACTIVATIONS))
     hidden: int = 256

@@ -128,6 +128,7 @@ class Stitching(TaskKind):
     name: ClassVar[str] = "stitching"
     version: ClassVar[str] = "2"
     columns: ClassVar[tuple[str, ...]] = (*COMBO, "source", "target", "held_out")
+    paired_on: ClassVar[tuple[str, ...]] = ("source", "target", "held_out")  # claims pair their sides on these
     holds_out_sources: ClassVar[bool] = True
     is_default: ClassVar[bool] = True
     protocol: Literal["all-pairs", "held-out"] = "all-pairs"

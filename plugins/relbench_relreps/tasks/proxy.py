@@ -70,6 +70,7 @@ class PerformanceProxy(TaskKind):
 
     name: ClassVar[str] = "proxy"
     columns: ClassVar[tuple[str, ...]] = ("encoder", "selector", "similarity", "model")
+    paired_on: ClassVar[tuple[str, ...]] = ("encoder", "model")  # claims pair their sides on these
     epochs: list[int] = field(default_factory=lambda: [1, 3, 10])
     widths: list[int] = field(default_factory=lambda: [16, 64])
     activations: list[str] = field(default_factory=lambda: ["relu", "tanh"])

@@ -80,6 +80,7 @@ class Reconstruction(TaskKind):
 
     name: ClassVar[str] = "reconstruction"
     columns: ClassVar[tuple[str, ...]] = ("bottleneck", "selector", "encoder_seed", "decoder_seed")
+    paired_on: ClassVar[tuple[str, ...]] = ("encoder_seed", "decoder_seed")  # claims pair their sides on these
     uses_encoders: ClassVar[bool] = False
     view: str | None = None
     model_seeds: list[int] = field(default_factory=lambda: [0, 1])

@@ -50,6 +50,7 @@ class WordNeighbourhoods(TaskKind):
 
     name: ClassVar[str] = "word-neighbourhoods"
     columns: ClassVar[tuple[str, ...]] = ("representation", "selector", "similarity", "source", "target")
+    paired_on: ClassVar[tuple[str, ...]] = ("source", "target")  # claims pair their sides on these
     #: 2: rows store their per-word values (page intervals)
     version: ClassVar[str] = "2"
     k: int = 10

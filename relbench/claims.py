@@ -1,0 +1,222 @@
+"""The claims a tasks file asks about, checked on stored rows as one family of tests.
+
+A claim names two sides by filters on the kind's columns (``better`` and ``worse``) and
+asks whether the first scores higher than the second (``test: superiority``, the
+default) or at least as high within a margin (``test: non-inferiority``: "at least as
+good"). Every claim is judged on what both sides share:
+
+- **Paired units.** Each side is restricted to the values of the kind's
+  :attr:`~relbench.interfaces.TaskKind.paired_on` columns (for stitching: the encoder
+  pair) and seeds that the other side was also measured on, so that the difference is
+  paired on the same encoder pairs, seeds and test samples; the line says how many of
+  each side's pairs that leaves.
+- **One margin per metric.** The smallest difference that counts is the claim's
+  ``margin`` if given, else the one the metric plugin declares (``claim_margin``: a share
+  of an F1 score is not a share of a correlation), else :data:`MARGIN`.
+- **One family.** The page's score claims form the family. Each gets a bootstrap
+  p-value for the direction its interval points to (the two-sided equal-tailed value,
+  so that a single claim reduces to "the 95 % interval clears the margin"), and Holm's
+  step-down procedure (``statsmodels``) holds the chance of any false verdict on the
+  page at 5 %. Claims that count achievable cells are fixed by design, not tested.
+
+Intervals resample seeds and each seed's test samples; they are conditional on the
+encoder pairs, which are not resampled (the page says so).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import lazy_loader
+import numpy as np
+
+from relbench.interfaces import TaskKind
+from relbench.pages import arrow, directions, fmt
+from relbench.uncertainty import (FAILS, HOLDS, INCONCLUSIVE, LEVEL, MARGIN, bootstrap_columns, fmt_interval,
+                                  method_note, with_samples)
+
+pd = lazy_loader.load("pandas")
+
+#: how a claim or a published entry names an empty part (a column a row does not use)
+EMPTY = "-"
+#: the family-wise error rate the page's score claims are held to (Holm)
+FAMILY_ALPHA = 1 - LEVEL
+
+
+def filtered(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
+    """Rows whose columns hold the given values (``-`` or null: the column is empty)."""
+    for col, value in filters.items():
+        column = df[col] if col in df else pd.Series(None, index=df.index, dtype=object)
+        empty = column.isna() | (column == EMPTY)
+        df = df[empty if value in (EMPTY, None) else column == value]
+    return df
+
+
+def cell_count(kind: TaskKind, df: pd.DataFrame) -> int:
+    """Distinct cells (the kind's columns) among ``df``'s rows."""
+    cols = [c for c in kind.columns if c in df]
+    return len(df.drop_duplicates(cols)) if cols else len(df)
+
+
+def margin_of(claim: dict, metric: Any) -> float:
+    """The claim's margin: its own, else the metric plugin's ``claim_margin``, else :data:`MARGIN`."""
+    if "margin" in claim:
+        return float(claim["margin"])
+    return float(getattr(metric, "claim_margin", MARGIN))
+
+
+def paired(kind: TaskKind, better: pd.DataFrame, worse: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """Both sides restricted to the (paired-on columns, seed) values they share, and a
+    phrase saying what that kept of each side (empty when it kept everything)."""
+    # a column one side leaves empty throughout (a deterministic baseline stored without a
+    # seed) pairs with every value of the other side's
+    keys = [c for c in (*kind.paired_on, "seed")
+            if all(c in d and d[c].notna().any() for d in (better, worse))]
+    if not keys:
+        return better, worse, ""
+
+    def key_of(d: pd.DataFrame) -> pd.Series:
+        return d.reindex(columns=keys).astype(str).agg("\x1f".join, axis=1) if len(d) else pd.Series(dtype=str)
+
+    kb, kw = key_of(better), key_of(worse)
+    common = set(kb) & set(kw)
+    kept_b, kept_w = better[kb.isin(common)], worse[kw.isin(common)]
+    units = [c for c in kind.paired_on if c in keys]
+    if not units:
+        return kept_b, kept_w, ""
+
+    def count(d: pd.DataFrame) -> int:
+        return len(d.reindex(columns=units).drop_duplicates()) if len(d) else 0
+
+    before, after = (count(better), count(worse)), (count(kept_b), count(kept_w))
+    what = "/".join(units)
+    if before == after:
+        return kept_b, kept_w, f"paired on the {after[0]} {what} values both sides have"
+    return kept_b, kept_w, (f"paired on the {after[0]} {what} values both sides have (of {before[0]} and "
+                            f"{before[1]} measured)")
+
+
+@dataclass
+class Tested:
+    """One score claim's paired difference: its point, interval and bootstrap p-values."""
+
+    claim: str  #: the claim's text
+    details: str  #: what follows the verdict: the sides, the advantage, the test, the pairing
+    p_holds: float  #: one-sided p-value of "the advantage is above the claim's bar"
+    p_fails: float  #: one-sided p-value of "the advantage is below minus the margin"
+
+    @property
+    def p(self) -> float:
+        """The claim's two-sided p-value: twice the smaller one-sided one (at most 1)."""
+        return min(1.0, 2 * min(self.p_holds, self.p_fails))
+
+
+def one_sided_p(draws: np.ndarray, bar: float, above: bool) -> float:
+    """Bootstrap p-value of "the statistic lies above ``bar``" (``above``) or below it:
+    the share of draws on the wrong side of the bar, counting the observed one
+    (``(1 + #wrong) / (1 + R)``: never 0)."""
+    draws = draws[np.isfinite(draws)]
+    wrong = int((draws <= bar).sum() if above else (draws >= bar).sum())
+    return (1 + wrong) / (1 + len(draws))
+
+
+def bar_of(test: str, margin: float) -> float:
+    """The advantage a claim must clear to hold: ``+margin`` for superiority, ``−margin``
+    for non-inferiority."""
+    return margin if test == "superiority" else -margin
+
+
+def holm(p_values: list[float], alpha: float = FAMILY_ALPHA) -> list[bool]:
+    """Which hypotheses Holm's step-down procedure rejects at family-wise level ``alpha``."""
+    if not p_values:
+        return []
+    from statsmodels.stats.multitest import multipletests
+
+    return [bool(r) for r in multipletests(p_values, alpha=alpha, method="holm")[0]]
+
+
+def claims_section(kind: TaskKind, df: pd.DataFrame, claims: list[dict], metrics: dict[str, Any]) -> str:
+    """Each claimed ordering, checked on the rows the kind compares, as one family:
+    paired sides, the test and margin each claim states, Holm over the page's score
+    claims (see the module docstring). ``metrics``: the task's metric plugins by label,
+    to rescore the stored per-sample predictions."""
+    scored = kind.claim_rows(df)
+    direction = directions(df)
+    names = [m for m in pd.unique(df["metric"]) if m != "error"]
+    entries: list[str | Tested] = []
+    for claim in claims:
+        metric = claim.get("metric") or (names[0] if names else "")
+        sides = [filtered(scored[scored["metric"] == metric], claim[k]) for k in ("better", "worse")]
+        labels = [", ".join(f"{k}={v}" for k, v in claim[s].items()) for s in ("better", "worse")]
+        if claim.get("measure", "score") == "achievable":
+            values = [cell_count(kind, d[d["status"] == "ok"]) for d in sides]
+            outcome = HOLDS if values[0] > values[1] else FAILS
+            entries.append(f"- {claim['claim']}: **{outcome}** — {labels[0]}: {values[0]}/"
+                           f"{cell_count(kind, sides[0])} cells vs {labels[1]}: {values[1]}/"
+                           f"{cell_count(kind, sides[1])} cells (achievable cells: a count, fixed by design, not "
+                           f"tested).")
+            continue
+        entries.append(_tested(kind, df, claim, metric, sides, labels, metrics.get(metric), direction))
+    family = [e for e in entries if isinstance(e, Tested)]
+    rejected = dict(zip(map(id, family), holm([e.p for e in family])))
+    lines = [_preamble(kind, len(family))]
+    for entry in entries:
+        if isinstance(entry, Tested):
+            outcome = (HOLDS if entry.p_holds <= entry.p_fails else FAILS) if rejected[id(entry)] else INCONCLUSIVE
+            entry = f"- {entry.claim}: **{outcome}** — {entry.details}"
+        lines.append(entry)
+    return "\n".join(lines) + "\n"
+
+
+def _tested(kind: TaskKind, df: pd.DataFrame, claim: dict, metric: str, sides: list[pd.DataFrame],
+            labels: list[str], scorer: Any, direction: dict[str, str]) -> str | Tested:
+    """A score claim's paired bootstrap (a finished line when it cannot be measured)."""
+    test = claim.get("test", "superiority")
+    margin = margin_of(claim, scorer)
+    sides = [d[d["status"] == "ok"] for d in sides]
+    better, worse, pairing = paired(kind, *sides)
+    rows = pd.concat([better, worse])
+    rows = rows[~rows.index.duplicated()]
+    columns = {side: pd.Series(rows.index.isin(d.index), index=rows.index)
+               for side, d in zip(("better", "worse"), (better, worse))}
+    draws = bootstrap_columns(with_samples(rows, df, kind.columns), columns, scorer) if len(better) and len(worse) \
+        else None
+    if draws is None or not all(np.isfinite(draws.point)):
+        why = "no results for one side" if not (len(sides[0]) and len(sides[1])) else \
+            "the sides share no paired unit"
+        return f"- {claim['claim']}: **not measured** ({why}: {labels[0]} / {labels[1]})."
+    sign = -1.0 if direction.get(metric) == "lower" else 1.0
+    i, j = draws.column("better"), draws.column("worse")
+    advantage = sign * (draws.draws[:, i] - draws.draws[:, j])
+    diff, low, high = draws.difference("better", "worse")
+    if sign < 0:
+        diff, low, high = -diff, -high, -low
+    bar = bar_of(test, margin)
+    seeds_only = "" if draws.sample_level else "; interval over seeds only (no per-sample data)"
+    p_holds, p_fails = one_sided_p(advantage, bar, above=True), one_sided_p(advantage, -margin, above=False)
+    what = "superiority" if test == "superiority" else f"non-inferiority (holds above −{margin:g})"
+    p = min(1.0, 2 * min(p_holds, p_fails))
+    details = (f"{labels[0]}: {fmt(draws.point[0])} {fmt_interval(*draws.interval('better'))} vs {labels[1]}: "
+               f"{fmt(draws.point[1])} {fmt_interval(*draws.interval('worse'))} "
+               f"({arrow(metric, direction.get(metric, 'neutral'))}); advantage {diff:+.3f} "
+               f"{fmt_interval(low, high, signed=True)}, {what}, margin {margin:g}, p = {p:.3g}"
+               f"{f'; {pairing}' if pairing else ''}{seeds_only}.")
+    return Tested(claim["claim"], details, p_holds, p_fails)
+
+
+def _preamble(kind: TaskKind, family: int) -> str:
+    """What the claims section tests and how (the family and its control)."""
+    pairs = f" on the same {'/'.join(kind.paired_on)} and seeds (those both sides were measured on)" \
+        if kind.paired_on else " on the same seeds"
+    return ("\n### Orderings reported by the papers, checked here\n\n"
+            "Each claim compares its two sides paired" + pairs + ": the advantage is the claimed-better side's "
+            "score minus the claimed-worse side's, in the metric's better direction, each side the mean over seeds "
+            "of the mean over its cells. *Superiority* holds when the advantage is shown above the margin; "
+            "*non-inferiority* (\"at least as good\") holds when it is shown above minus the margin. A claim "
+            "*does not hold* when the advantage is shown below minus the margin, and is *inconclusive* otherwise. "
+            f"The family is this page's {family} score claim{'s' if family != 1 else ''}: each gets a two-sided "
+            f"bootstrap p-value, and Holm's step-down procedure keeps the chance of any false verdict among them "
+            f"at {FAMILY_ALPHA:.0%}. Margins are per metric (the metric plugin's, unless the claim sets one). "
+            + method_note(None) + " Intervals are conditional on the encoder pairs measured (pairs are not "
+            "resampled).\n")
