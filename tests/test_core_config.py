@@ -88,5 +88,8 @@ def test_claims_and_published_are_validated(registry, write_yaml):
     assert "needs `worse`" in msg and "tasks[0].claims[0]" in msg
     msg = _error(registry, write_yaml, GOOD + "    claims:\n      - {claim: x, better: {stiched: a}, worse: {}}\n")
     assert "'stiched'" in msg and "did you mean 'stitcher'" in msg
+    msg = _error(registry, write_yaml, GOOD + "    claims:\n      - {claim: x, better: {stitcher: a}, worse: {}, "
+                                              "test: equivalence}\n")
+    assert "tasks[0].claims[0].test" in msg and "superiority, non-inferiority" in msg
     msg = _error(registry, write_yaml, GOOD + "    published:\n      - {metric: accuracy, value: high}\n")
     assert "expected a number" in msg
