@@ -52,8 +52,8 @@ from relbench.interfaces import (
     TaskRunAPI,
     Tunable,
     UnitKey,
-    progress_bar,
 )
+from relbench.console import progress_bar
 from relbench.pages import Page, arrow, directions, fmt, listing, lower_is_better, slug, sparse_figure, table
 from relbench.precision import autocast
 from relbench.rows import metric_row

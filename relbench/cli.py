@@ -255,7 +255,7 @@ def _dry_run(runner, as_json: bool) -> int:
 
 
 def _cmd_run(args, registry) -> int:
-    from relbench.interfaces import set_quiet
+    from relbench.console import set_quiet
 
     set_quiet(args.quiet)  # and back when done, for callers of main() in one process
     try:
@@ -469,7 +469,7 @@ def _cmd_publish(args, registry) -> int:
 
 
 def _cmd_verify(args, registry) -> int:
-    from relbench.interfaces import set_quiet
+    from relbench.console import set_quiet
     from relbench.verify import SAMPLE, verify
 
     set_quiet(args.quiet)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import lazy_loader
 
-from relbench.interfaces import progress_bar
+from relbench.console import progress_bar
 
 pd = lazy_loader.load("pandas")
 

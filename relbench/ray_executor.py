@@ -349,7 +349,7 @@ def _refused_token(exc: BaseException | None) -> bool:
 
 def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
     """Submit every encoding and shard, store results as they come back, and count them."""
-    from relbench.runner import progress_bar
+    from relbench.console import progress_bar
 
     resources = ray.cluster_resources()
     cpus, gpus = int(resources.get("CPU", 1)), resources.get("GPU", 0)

@@ -44,8 +44,8 @@ from relbench.interfaces import (
     USES,
     ResultRow,
     UnitKey,
-    progress_bar,
 )
+from relbench.console import progress_bar
 from relbench.plugins import Registry
 from relbench.precision import running_at
 from relbench.progress import SuiteBar

@@ -15,7 +15,8 @@ import torch
 
 from relbench import hookimpl
 from relbench.interfaces import (AnchorContext, AnchorSelector, Anchors, Dataset, DatasetData, DataSources, Encoder,
-                                 ResultRow, Split, TaskKind, progress_bar)
+                                 ResultRow, Split, TaskKind)
+from relbench.console import progress_bar
 
 
 @dataclass
