@@ -13,13 +13,13 @@ from relbench import cli
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("path, units", [("tasks.yaml", 1921), ("tasks/quick.yaml", None), ("tasks/paper.yaml", None)])
+@pytest.mark.parametrize("path, units", [("tasks.yaml", 3166), ("tasks/quick.yaml", None), ("tasks/paper.yaml", None)])
 def test_task_file_dry_runs(path, units, capsys, tmp_path):
     assert cli.main(["run", str(ROOT / path), "--dry-run", "--output", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "units" in out and "to compute" in out
     if units:  # the default suite's exact plan, every unit to compute in an empty store
-        assert f"15 tasks, {units} units, {units} to compute." in out
+        assert f"17 tasks, {units} units, {units} to compute." in out
 
 
 def test_a_suite_whose_assets_are_not_here_still_dry_runs_with_its_unit_counts(capsys, tmp_path):
