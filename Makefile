@@ -13,7 +13,7 @@ quick: setup
 
 # The citable leaderboards/: only from a complete store, computed from committed code, at a clean checkout.
 release: setup
-	.venv/bin/relbench publish tasks.yaml
+	.venv/bin/relbench release tasks.yaml --tag
 
 test: setup
 	.venv/bin/python -m pytest -q

@@ -142,6 +142,23 @@ def _parser() -> argparse.ArgumentParser:
     publish.add_argument("--to", type=Path, help="release folder (default: leaderboards/ at the top of the checkout "
                                                  "holding the tasks file)")
 
+    release = sub.add_parser("release", help="the whole release in one command: the suite from scratch at a clean "
+                                             "revision, then published",
+                             description="Refuse a dirty checkout, a tasks file outside it and a CITATION.cff whose "
+                                         "version is not relbench's; run the suite into a store of its own for this "
+                                         "revision (results-release/REVISION at the top of the checkout: an "
+                                         "interrupted release resumes there, nothing of another revision enters "
+                                         "it); then draw leaderboards/ and results.parquet from it as `relbench "
+                                         "publish` does, refusing rows of any other revision. With --tag, tag the "
+                                         "revision results-DATE-REVISION.")
+    release.add_argument("tasks", type=Path, nargs="?", default=Path("tasks.yaml"),
+                         help="the committed tasks file of the release (default tasks.yaml)")
+    release.add_argument("-j", "--jobs", type=_jobs, default=0, metavar="N",
+                         help="worker processes, as for `relbench run` (default auto)")
+    release.add_argument("--to", type=Path, help="release folder (default: leaderboards/ at the top of the checkout)")
+    release.add_argument("--tag", action="store_true", help="tag the revision once the release is drawn")
+    release.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
     verify = sub.add_parser("verify", help="audit a release: check its integrity and recompute a sample of its units",
                             description="Check the release's results table against the tasks file (every row from a "
                                         "clean git revision, every planned unit present under the plan's identity, "
@@ -453,7 +470,8 @@ def _cmd_leaderboard(args, registry) -> int:
     return EXIT_OK
 
 
-def _cmd_publish(args, registry) -> int:
+def _cmd_publish(args, registry, revision: str | None = None) -> int:
+    """``relbench publish``; with ``revision``, every row must come from that code revision."""
     from relbench import publish
 
     suite, runner = _stored_suite(args, registry)
@@ -463,9 +481,46 @@ def _cmd_publish(args, registry) -> int:
     folder = (args.to or publish.default_folder(args.tasks)).resolve()
     release = publish.checkout(args.tasks, folder)
     release["row_revisions"] = publish.stored(runner)
+    if revision is not None:
+        publish.one_revision(release["row_revisions"], revision, runner.store.root)
     _render(runner, folder, quiet=False, redraw=True, release=release)
     print(f"published the release of {release['tasks']} at {release['revision']} into {folder}")
     return EXIT_OK
+
+
+def _cmd_release(args, registry) -> int:
+    """``relbench release``: check, run from scratch into the revision's own store, publish, tag."""
+    from relbench import publish, runner
+    from relbench.config import load_suite
+
+    def code_revision() -> str:  # the revision rows record (runner.git_revision), read afresh
+        getattr(runner.git_revision, "cache_clear", lambda: None)()
+        return runner.git_revision()
+
+    folder = (args.to or publish.default_folder(args.tasks)).resolve()
+    checked = publish.checkout(args.tasks, folder)
+    code = publish.clean_code(code_revision())
+    root = Path(checked["root"])
+    publish.citation_matches(root)
+    if load_suite(args.tasks, registry).smoke:
+        raise UserError(f"{args.tasks} is a smoke suite (`smoke: true`): its numbers are never for citation, so it is "
+                        f"never released. Release the benchmark's tasks file.")
+    store = publish.release_store(root, code)
+    _say(args.quiet, f"release of {checked['tasks']} at {code}: running the suite into {store}")
+    jobs = "auto" if args.jobs == 0 else str(args.jobs)
+    status = main(["run", str(args.tasks), "--output", str(store), "-j", jobs, "--no-leaderboard",
+                   *(["-q"] if args.quiet else [])])
+    if status != EXIT_OK:
+        _say(False, f"the run stopped (exit {status}); nothing was published. `relbench release` again resumes it "
+                    f"in {store}.")
+        return status
+    publish.checkout(args.tasks, folder)  # nothing was committed or edited meanwhile
+    if code_revision() != code:
+        raise UserError(f"the checkout moved from {code} during the run; release again from one revision.")
+    status = _cmd_publish(argparse.Namespace(tasks=args.tasks, output=store, to=folder), registry, revision=code)
+    if status == EXIT_OK and args.tag:
+        _say(False, f"tagged {publish.tag(root, checked['revision'])}")
+    return status
 
 
 def _cmd_verify(args, registry) -> int:
@@ -522,7 +577,7 @@ def _dispatch(args) -> int:
         print(f"relbench: warning: --disable {name!r} matches no plugin package or plugin; nothing was switched "
               f"off for it (see `relbench plugins`).", file=sys.stderr)
     commands = {"plugins": _cmd_plugins, "run": _cmd_run, "leaderboard": _cmd_leaderboard, "export": _cmd_export,
-                "publish": _cmd_publish, "verify": _cmd_verify}
+                "publish": _cmd_publish, "release": _cmd_release, "verify": _cmd_verify}
     return commands[args.command](args, registry)
 
 

@@ -73,7 +73,7 @@ def checkout(tasks_file: Path, folder: Path) -> dict:
         raise UserError(f"the checkout {root} has uncommitted changes ({listed(changed)}); a release comes from one "
                         f"clean revision. Commit or stash them, run the suite again if code changed, then publish.")
     revision = _git(root, "rev-parse", "--short", "HEAD").stdout.strip()
-    return {"revision": revision, "tasks": relative,
+    return {"revision": revision, "root": str(root), "tasks": relative,
             "tasks_sha256": hashlib.sha256(tasks_file.read_bytes()).hexdigest()}
 
 
@@ -105,3 +105,62 @@ def stored(runner) -> list[str]:
                         f"({listed([r or 'unknown' for r in dirty])}); a release is drawn from committed code. "
                         f"Run the suite again into a fresh store (--output DIR) from a clean checkout.")
     return sorted(revisions)
+
+
+#: where ``relbench release`` keeps the store of a revision, under the checkout's top
+RELEASE_STORES = "results-release"
+
+
+def clean_code(revision: str) -> str:
+    """``revision`` (relbench's own source tree, :func:`relbench.results.git_revision`)
+    when it is a clean checkout; raise :class:`UserError` before any work otherwise."""
+    if not revision or revision.endswith("-dirty"):
+        raise UserError(f"relbench's source tree is {'not a git checkout' if not revision else 'modified'} "
+                        f"({revision or 'no revision'}); a release is computed by committed code. Commit or stash "
+                        f"the changes and release again.")
+    return revision
+
+
+def citation_matches(root: Path) -> str:
+    """The version ``CITATION.cff`` at the checkout's top names, when it is relbench's
+    own (the release index cites that version); raise :class:`UserError` otherwise."""
+    import re
+
+    from relbench import __version__
+
+    path = Path(root) / "CITATION.cff"
+    try:
+        found = re.search(r'^version:\s*"?([^"\n]+?)"?\s*$', path.read_text(encoding="utf-8"), re.M)
+    except OSError:
+        found = None
+    if found is None or found.group(1) != __version__:
+        raise UserError(f"{path} {'names version ' + repr(found.group(1)) if found else 'names no version'}, but "
+                        f"relbench is {__version__}; a release is cited by the version its index states. Set "
+                        f'`version: "{__version__}"` in CITATION.cff, commit it, and release again.')
+    return __version__
+
+
+def release_store(root: Path, revision: str) -> Path:
+    """The store ``relbench release`` fills at ``revision``: its own folder, so that an
+    interrupted release resumes there and no row of another revision enters it."""
+    return Path(root) / RELEASE_STORES / revision
+
+
+def one_revision(revisions: list[str], revision: str, store: Path) -> None:
+    """Refuse a release whose rows do not all come from ``revision``."""
+    others = [r for r in revisions if r != revision]
+    if others:
+        raise UserError(f"rows of {store} come from revisions {listed(others)} besides {revision}; a release is "
+                        f"computed by one revision. Remove {store} and release again.")
+
+
+def tag(root: Path, revision: str) -> str:
+    """Tag ``revision`` ``results-YYYYMMDD-REVISION`` (today's date, UTC), once; the tag's name."""
+    import datetime
+
+    name = f"results-{datetime.datetime.now(datetime.timezone.utc):%Y%m%d}-{revision}"
+    if _git(Path(root), "rev-parse", "-q", "--verify", f"refs/tags/{name}").returncode != 0:
+        done = _git(Path(root), "tag", name, revision)
+        if done.returncode != 0:
+            raise UserError(f"git could not tag {revision} as {name}: {done.stderr.strip()}")
+    return name

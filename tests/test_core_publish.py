@@ -247,3 +247,61 @@ def test_a_named_pipe_given_to_a_stored_results_command_is_not_called_missing(cl
     assert cli_main([command, str(fifo)]) == 2
     err = capsys.readouterr().err
     assert "not a regular file" in err and "no such tasks file" not in err
+
+
+def _release_repo(tmp_path, write_yaml, version: str | None = None):
+    """A committed toy suite with a CITATION.cff of relbench's version (or ``version``)."""
+    path = write_yaml(TWO_TASKS.format(output="results", boards="results/boards"))
+    (tmp_path / ".gitignore").write_text("results/\nresults-release/\ncache/\n")
+    (tmp_path / "CITATION.cff").write_text(f'cff-version: 1.2.0\nversion: "{version or __version__}"\n')
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "tasks.yaml", ".gitignore", "CITATION.cff")
+    _git(tmp_path, "commit", "-qm", "tasks")
+    return path
+
+
+def test_release_runs_the_suite_from_scratch_into_its_revisions_store_and_publishes_it(
+        cli_main, write_yaml, monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr("relbench.runner.git_revision", lambda: "abc1234")
+    path = _release_repo(tmp_path, write_yaml)
+    # rows of an earlier revision in the suite's own store never reach the release
+    monkeypatch.setattr("relbench.runner.git_revision", lambda: "0ld0ld0")
+    assert cli_main(["run", str(path), "-q"]) == 0
+    monkeypatch.setattr("relbench.runner.git_revision", lambda: "abc1234")
+    assert cli_main(["release", str(path), "-q", "-j", "1", "--tag"]) == 0
+    store = tmp_path / "results-release" / "abc1234"
+    assert {p.name for p in store.glob("*.jsonl")} == {"blobs.jsonl", "other-blobs.jsonl"}
+    rows = pd.read_parquet(tmp_path / "leaderboards" / RELEASE)
+    assert set(rows["git"]) == {"abc1234"}
+    assert "rows come from revisions `abc1234`" in (tmp_path / "leaderboards" / "README.md").read_text()
+    tags = subprocess.run(["git", "tag"], cwd=tmp_path, capture_output=True, text=True).stdout.split()
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tmp_path, capture_output=True, text=True)
+    assert len(tags) == 1 and tags[0].startswith("results-") and tags[0].endswith("-" + head.stdout.strip())
+
+
+def test_release_refuses_before_any_work(cli_main, write_yaml, monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr("relbench.runner.git_revision", lambda: "abc1234-dirty")
+    path = _release_repo(tmp_path, write_yaml)
+    assert cli_main(["release", str(path), "-q"]) == 2
+    assert "relbench's source tree is modified (abc1234-dirty)" in capsys.readouterr().err
+    monkeypatch.setattr("relbench.runner.git_revision", lambda: "abc1234")
+    (tmp_path / "CITATION.cff").write_text('cff-version: 1.2.0\nversion: "9.9"\n')
+    _git(tmp_path, "commit", "-qam", "a citation of another version")
+    assert cli_main(["release", str(path), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "names version '9.9', but relbench is" in err and "Traceback" not in err
+    path.write_text(path.read_text() + "\n# an uncommitted edit\n")
+    assert cli_main(["release", str(path), "-q"]) == 2
+    assert "uncommitted changes (tasks.yaml)" in capsys.readouterr().err
+    assert not (tmp_path / "results-release").exists() and not (tmp_path / "leaderboards").exists()
+
+
+def test_a_release_store_holding_rows_of_another_revision_is_refused(cli_main, write_yaml, monkeypatch, tmp_path,
+                                                                    capsys):
+    monkeypatch.setattr("relbench.runner.git_revision", lambda: "0ld0ld0")
+    path = _release_repo(tmp_path, write_yaml)
+    assert cli_main(["run", str(path), "-q", "--output", str(tmp_path / "results-release" / "abc1234")]) == 0
+    monkeypatch.setattr("relbench.runner.git_revision", lambda: "abc1234")
+    assert cli_main(["release", str(path), "-q", "-j", "1"]) == 2
+    assert "come from revisions 0ld0ld0 besides abc1234" in capsys.readouterr().err
+    assert not (tmp_path / "leaderboards").exists()
