@@ -82,7 +82,9 @@ def _declared_by(stitcher: object, regularizer: object) -> tuple[str, bool]:
 @functools.lru_cache(maxsize=None)
 def _plugin_class(path: object, interface: type) -> type | None:
     """The ``interface`` plugin class a stored ``module:qualname`` names, None when it
-    names none (not a string, a module no longer installed, another kind of class)."""
+    names none (not a string, a module no longer installed, another kind of class).
+    Imported from that path: a plugin reaches relbench through :mod:`relbench.api`
+    alone, which holds no registry, and the path is the registered class's own."""
     if not isinstance(path, str) or ":" not in path:
         return None
     module, _, qualname = path.partition(":")
