@@ -612,6 +612,10 @@ class Prediction:
     extras: dict[str, Diagnostic] = field(default_factory=dict)
 
 
+#: a stitcher's part on the pages (:attr:`Stitcher.role`)
+StitcherRole = Literal["method", "reference", "own-head"]
+
+
 class Stitcher(Plugin, ABC):
     """Fits a decoder on the target (decoder-side) bank, then predicts for any source.
 
@@ -627,10 +631,19 @@ class Stitcher(Plugin, ABC):
     uses_anchors: ClassVar[bool] = True
     #: True when regularizers apply to its training
     accepts_regularizers: ClassVar[bool] = False
-    #: True when the translation needs both spaces at fit time (Procrustes, affine)
+    #: True when the translation needs both spaces at fit time (Procrustes, affine);
+    #: a unit whose regularizer compares banks needs them too, whatever the stitcher
+    #: (its rows' ``needs_both_spaces`` column says so)
     needs_both_spaces: ClassVar[bool] = False
-    #: True for reference stitchers that are only evaluated on their own bank
+    #: True for stitchers that are only evaluated on their own bank (the plan gives them
+    #: no other source)
     diagonal_only: ClassVar[bool] = False
+    #: what the stitcher's rows are on the pages (:data:`StitcherRole`): a ``method``
+    #: is ranked; a ``reference`` (an untranslated baseline, the absolute head) and an
+    #: ``own-head`` (a decoder on its own encoder only: the upper bound a stitched
+    #: decoder is compared with) are shown beside the ranking. Stored rows carry it as
+    #: their ``role`` column, so no page depends on the label a tasks file gives it
+    role: ClassVar[StitcherRole] = "method"
 
     @abstractmethod
     def fit(self, target: StitchSide, ctx: FitContext) -> None:

@@ -47,19 +47,35 @@ def packages(inputs: Any) -> list[str]:
     return sorted(found)
 
 
+def row_fields(kind: TaskKind) -> dict[str, type]:
+    """The typed columns a kind's rows may carry besides its ``columns``, by name with
+    their type: what the unit's plugins declare about themselves (for stitching, the
+    stitcher's ``role``), fixed per unit, never a cell's coordinate and never part of
+    a unit's identity. A kind declares them as its ``row_fields`` (none by default) and
+    sets them through a row's ``cell``."""
+    return dict(getattr(kind, "row_fields", {}))
+
+
 def flat_row(task: Task, kind: TaskKind, r: ResultRow, display: dict[str, Any], inputs: dict[str, Any]) -> dict:
     """One stored row: task, kind, data set, seed, every column of the kind (None where
     unused), the metric, value, direction, status, error, extra and the packages of
     every plugin involved, and ``per_sample`` where the row carries it. A row's ``cell``
-    may only set declared columns the unit key
-    does not already fix; anything else is a bug of the kind, raised here."""
-    unknown = set(r.cell) - set(kind.columns)
+    may only set declared columns the unit key does not already fix, and the kind's
+    :func:`row_fields` with values of their types; anything else is a bug of the kind,
+    raised here."""
+    fields = row_fields(kind)
+    unknown = set(r.cell) - set(kind.columns) - set(fields)
     if unknown:
         raise TypeError(f"task kind {kind.name!r} emitted a row with columns {sorted(unknown)} it does not declare "
-                        f"in `columns` {kind.columns}")
+                        f"in `columns` {kind.columns}" + (f" nor `row_fields` {tuple(fields)}" if fields else ""))
     clash = {c for c in r.cell if c in display}
     if clash:
         raise TypeError(f"task kind {kind.name!r}: a row sets {sorted(clash)}, which its unit key already fixes")
+    mistyped = {name: type(r.cell[name]).__name__ for name, kind_of in fields.items()
+                if name in r.cell and not isinstance(r.cell[name], kind_of)}
+    if mistyped:
+        raise TypeError(f"task kind {kind.name!r}: a row sets {mistyped} (field: type given), not the types its "
+                        f"`row_fields` declare {({n: t.__name__ for n, t in fields.items()})}")
     row = {
         "task": task.name, "kind": kind.name, "dataset": task.dataset.label, "seed": display.get("seed"),
         **{c: None for c in kind.columns}, **{k: v for k, v in display.items() if k != "seed"}, **r.cell,

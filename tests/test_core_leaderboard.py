@@ -81,12 +81,12 @@ def test_held_out_section_averages_decoders_and_draws_the_own_head(tmp_path):
     from relbench_stitching.page import held_out_section
 
     base = {"kind": "stitching", "metric": "accuracy", "direction": "higher", "status": "ok", "held_out": "h",
-            "regularizer": "-", "extra": {}}
+            "regularizer": "-", "extra": {}, "role": "method", "needs_both_spaces": False}
     rows = [{**base, "selector": "random", "similarity": "cosine", "stitcher": "relative", "seed": seed,
              "source": "h", "target": t, "value": v}
             for seed, (v1, v2) in enumerate([(0.6, 0.8), (0.5, 0.7)]) for t, v in (("a", v1), ("b", v2))]
     rows.append({**base, "selector": "-", "similarity": "-", "stitcher": "non-stitched", "seed": 0,
-                 "source": "h", "target": "h", "value": 0.9, "extra": {"role": "reference"}})
+                 "source": "h", "target": "h", "value": 0.9, "role": "own-head"})
     text = held_out_section(pd.DataFrame(rows), "accuracy", Page(tmp_path, "t"))
     # seed 0: mean(0.6, 0.8) = 0.7; seed 1: 0.6 → 0.650; no per-sample data: the interval spans the seeds
     assert "| random · cosine · relative    | 0.650 [0.600, 0.700]" in text
@@ -96,7 +96,7 @@ def test_held_out_section_averages_decoders_and_draws_the_own_head(tmp_path):
     # the section belongs to the held-out protocol's page only (the kind is built with the task's parameters)
     assert "Held-out encoders" in Stitching(protocol="held-out").page(pd.DataFrame(rows), Page(tmp_path, "t"))
     assert "Held-out encoders" not in Stitching().page(pd.DataFrame(rows), Page(tmp_path, "t"))
-    # the own head is found by the role its stitcher class declares, not by the label a tasks file gives it
+    # the own head is found by its rows' role column, not by the label a tasks file gives it
     relabelled = [{**r, "stitcher": "own-head"} if r["stitcher"] == "non-stitched" else r for r in rows]
     again = held_out_section(pd.DataFrame(relabelled), "accuracy", Page(tmp_path, "t"))
     assert "own absolute head (reference) | 0.900 [0.900, 0.900]" in again
@@ -340,11 +340,11 @@ def _pairs_rows(observed: list[tuple[str, str]], encoders=("a", "b", "c", "d")):
     """Stitching rows of one relative combination over ``observed`` (source, target) pairs
     and an absolute reference over every pair, two seeds."""
     base = {"kind": "stitching", "metric": "accuracy", "direction": "higher", "status": "ok",
-            "regularizer": "-", "extra": {}}
+            "regularizer": "-", "extra": {}, "role": "method", "needs_both_spaces": False}
     rows = [{**base, "selector": "random", "similarity": "cosine", "stitcher": "relative", "seed": seed,
              "source": s, "target": t, "value": 0.7 + 0.01 * seed} for seed in (0, 1) for s, t in observed]
     rows += [{**base, "selector": "-", "similarity": "-", "stitcher": "absolute", "seed": seed, "source": s,
-              "target": t, "value": 0.9 if s == t else 0.1, "extra": {"role": "reference"}}
+              "target": t, "value": 0.9 if s == t else 0.1, "role": "reference"}
              for seed in (0, 1) for s in encoders for t in encoders]
     return rows
 

@@ -80,6 +80,7 @@ class AbsoluteTranslationStitcher(Stitcher):
     ``FitContext.evaluation`` says."""
 
     uses_similarity: ClassVar[bool] = False
+    role: ClassVar[str] = "method"
     head: HeadKind = "reference"
     epochs: int | None = None
     lr: float | None = None

@@ -87,6 +87,7 @@ class RelativeDecoder(Stitcher):
     name: ClassVar[str] = "relative"
     version: ClassVar[str] = "2"
     accepts_regularizers: ClassVar[bool] = True
+    role: ClassVar[str] = "method"
     epochs: int | None = None
     lr: float | None = None
     hidden: int = 256
@@ -184,6 +185,7 @@ class AbsoluteDecoder(Stitcher):
     name: ClassVar[str] = "absolute"
     uses_similarity: ClassVar[bool] = False
     uses_anchors: ClassVar[bool] = False
+    role: ClassVar[str] = "reference"
     epochs: int | None = None
     lr: float | None = None
     hidden: int = 256
@@ -226,6 +228,7 @@ class NonStitched(AbsoluteDecoder):
 
     name: ClassVar[str] = "non-stitched"
     diagonal_only: ClassVar[bool] = True
+    role: ClassVar[str] = "own-head"
 
     def predict(self, source: StitchSide) -> Prediction:
         """Decode the target's own test bank; any other source is not achievable."""

@@ -14,8 +14,16 @@ the source is never seen before it is evaluated (E fits per source).
 
 A regularizer that compares banks (``needs_partner_banks``: PARAM's losses) is given the
 training-split relative features of every other encoder the unit does not hold out; its
-rows say so (``needs_both_spaces``, ``partner_banks``), as Procrustes' rows do. Under
-``protocol: held-out`` the evaluated encoder is never among them.
+rows say so (the ``needs_both_spaces`` column, as Procrustes' rows do, and, for display,
+``partner_banks`` in ``extra``). Under ``protocol: held-out`` the evaluated encoder is
+never among them.
+
+Every row also carries, as typed columns (:attr:`Stitching.row_fields`), what the unit's
+stitcher declares: its ``role`` (:attr:`~relbench.interfaces.Stitcher.role`: ``method``,
+``reference`` or ``own-head``) and ``needs_both_spaces`` (the stitcher's flag, or the
+unit fitted on partner banks). Pages read those columns, never the stitcher's label nor
+``extra``, which holds detail for display only. Rows stored before these columns existed
+get them when read (:mod:`relbench_stitching.declared`).
 
 Rows also record the protocol's ``evaluation`` and, as a boolean, whether the unit's
 similarity is transductive (``transductive_similarity``: a prediction depends on the
@@ -129,6 +137,8 @@ class Stitching(TaskKind):
     version: ClassVar[str] = "2"
     columns: ClassVar[tuple[str, ...]] = (*COMBO, "source", "target", "held_out")
     paired_on: ClassVar[tuple[str, ...]] = ("source", "target", "held_out")  # claims pair their sides on these
+    #: typed columns of every row, fixed per unit (:func:`relbench.rows.row_fields`)
+    row_fields: ClassVar[dict[str, type]] = {"role": str, "needs_both_spaces": bool}
     holds_out_sources: ClassVar[bool] = True
     is_default: ClassVar[bool] = True
     protocol: Literal["all-pairs", "held-out"] = "all-pairs"
@@ -283,9 +293,8 @@ class Stitching(TaskKind):
                 cls = combo.stitcher.cls
                 sizes = {"fit": len(banks["train"][target].ids), "test": len(banks["test"][target].ids),
                          "validation": len(banks["validation"][target].ids) if "validation" in banks else 0}
-                extra = {"needs_both_spaces": cls.needs_both_spaces or bool(partners),
-                         "partner_banks": sorted(partners),
-                         "role": "reference" if cls.diagonal_only or not cls.uses_anchors else "method",
+                declared = {"role": cls.role, "needs_both_spaces": cls.needs_both_spaces or bool(partners)}
+                extra = {"partner_banks": sorted(partners),
                          "evaluation": protocol.evaluation, "samples": sizes, "tuned": choice.record(),
                          "transductive_similarity": bool(sim_spec and sim_spec.build().transductive()),
                          "anchors": len(anchors) if anchors is not None else 0, **(anchors.info if anchors else {})}
@@ -294,10 +303,11 @@ class Stitching(TaskKind):
                     extra["encoder_reports"] = reports
                 for source in sources:
                     if source in mismatched:  # only this pair fails; the unit's other pairs are scored
-                        rows.append(ResultRow(metric="error", value=None, direction="neutral", cell={"source": source},
-                                              status="error", error=mismatched[source]))
+                        rows.append(ResultRow(metric="error", value=None, direction="neutral",
+                                              cell={"source": source, **declared}, status="error",
+                                              error=mismatched[source]))
                     else:
-                        rows += _evaluate(stitcher, side(source, sim_spec, anchors), metrics, extra)
+                        rows += _evaluate(stitcher, side(source, sim_spec, anchors), metrics, declared, extra)
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Ranking, references, achievable pairs, heatmaps and, for ``protocol:
@@ -381,8 +391,10 @@ def _bound_relative_sides(sides: OrderedDict[tuple, StitchSide], budget: int) ->
         total -= size
 
 
-def _evaluate(stitcher, source: StitchSide, metrics, extra: dict) -> list[ResultRow]:
-    cell = {"source": source.encoder}
+def _evaluate(stitcher, source: StitchSide, metrics, declared: dict, extra: dict) -> list[ResultRow]:
+    """The rows of one source through a fitted stitcher: each metric, and the
+    stitcher's per-cell diagnostics; every row carries the unit's ``declared`` columns."""
+    cell = {"source": source.encoder, **declared}
     try:
         pred = stitcher.predict(source)
     except NotAchievable as exc:

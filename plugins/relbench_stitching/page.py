@@ -1,6 +1,9 @@
 """The stitching kind's page: ranking by stitched score, reference rows, achievable
 pairs, diagnostics, heatmaps and PARAM's held-out view, from stored rows alone.
-Directions come from the rows (``direction`` column), never from metric names."""
+Directions come from the rows (``direction`` column), never from metric names; what a
+stitcher is (ranked method, reference, own head; whether it needs both spaces) from the
+rows' typed columns (:mod:`relbench_stitching.declared`), never from its label or
+``extra``."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import numpy as np
 
 from relbench.api import (Draws, Page, arrow, bootstrap_columns, directions, fmt, fmt_interval, listing,
                           lower_is_better, method_note, slug, sparse_figure, table, with_samples)
+from relbench_stitching.declared import DECLARED, REFERENCE_ROLES, declared_columns
 from relbench_stitching.intervals import CELL, COMBO, add_intervals, combination_draws
 
 pd = lazy_loader.load("pandas")
@@ -24,8 +28,9 @@ def combo_label(row) -> str:
 
 
 def is_reference(df: pd.DataFrame) -> pd.Series:
-    """Rows produced by reference stitchers (absolute heads, non-stitched)."""
-    return df["extra"].map(lambda e: isinstance(e, dict) and e.get("role") == "reference")
+    """Rows of a prepared frame (:func:`_prepared`) whose stitcher is shown beside the
+    ranking (``role``: a reference or an own head, e.g. absolute heads, non-stitched)."""
+    return df["role"].isin(REFERENCE_ROLES)
 
 
 # ----------------------------------------------------------------------------- stitching pages
@@ -128,8 +133,9 @@ def held_out_section(df: pd.DataFrame, metric: str, page: Page) -> str:
     """PARAM's Figure 1 view of a held-out protocol: per held-out encoder, each combination's
     zero-shot score (mean over seeds of the mean over the decoders trained without it, with
     its 95 % bootstrap interval) as bars with interval whiskers, and that encoder's own
-    absolute head (the non-stitched reference) as a dotted line. Empty when the task has
-    no held-out rows."""
+    absolute head (the rows of an ``own-head`` stitcher on its own encoder, such as
+    non-stitched, whatever its label) as a dotted line. ``df``: prepared rows
+    (:func:`_prepared`). Empty when the task has no held-out rows."""
     d = df[(df["metric"] == metric) & (df["status"] == "ok")]
     if d.empty:
         return ""
@@ -138,7 +144,7 @@ def held_out_section(df: pd.DataFrame, metric: str, page: Page) -> str:
     stitched = (d["source"] != d["target"]) & ~is_reference(d)
     combo = pd.Series([combo_label(r) for _, r in d.iterrows()], index=d.index)
     combos = list(pd.unique(combo[stitched]))
-    own = is_reference(d) & (d["source"] == d["target"])  # by the stitcher's declared role, whatever its label
+    own = (d["role"] == "own-head") & (d["source"] == d["target"])
     columns = {f"{c} | {e}": stitched & (combo == c) & (d["source"] == e) for c in combos for e in encoders}
     columns.update({f"own | {e}": own & (d["source"] == e) for e in encoders})
     draws = bootstrap_columns(d, columns, page.metrics.get(metric))
@@ -197,16 +203,19 @@ def common_metrics(df: pd.DataFrame) -> list[str]:
 
 #: the columns a stitching page reads (the rest of a stored row is provenance)
 PAGE_COLUMNS = [*COMBO, "source", "target", "seed", "metric", "value", "direction", "status", "error", "extra",
-                "unit", "per_sample"]
+                "unit", "per_sample", *DECLARED]
 
 
 def _prepared(df: pd.DataFrame) -> pd.DataFrame:
     """The columns the page reads, with the combination's unused parts shown as ``-``
-    (a narrow frame: filtering the full rows, provenance included, costs most of a page)."""
-    df = df.reindex(columns=PAGE_COLUMNS).copy()
+    and every row's declared columns (derived where the stored row lacks them:
+    :func:`~relbench_stitching.declared.declared_columns`), as a narrow frame: filtering
+    the full rows, provenance included, costs most of a page."""
+    out = df.reindex(columns=PAGE_COLUMNS).copy()
+    out[list(DECLARED)] = declared_columns(df)
     for col in COMBO + ["source", "target"]:
-        df[col] = df[col].fillna("-")
-    return df
+        out[col] = out[col].fillna("-")
+    return out
 
 
 def metric_order(df: pd.DataFrame) -> list[str]:
@@ -371,7 +380,7 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False, scored:
         lines.append("Absolute heads (no translation) and the non-stitched upper bound (each decoder on its own "
                      "encoder); columns as in the ranking.\n")
         lines.append(table(rows_for(refs, False), headers=[*COMBO, score_header, *rest], keep=len(COMBO)))
-    both = df[df["extra"].map(lambda e: isinstance(e, dict) and e.get("needs_both_spaces", False))]
+    both = df[df["needs_both_spaces"]]
     if len(both):
         lines.append("\n" + listing("Stitchers that need both spaces at fit time (a map estimated on parallel "
                                      "anchors; the others fit on the decoder side alone)",
