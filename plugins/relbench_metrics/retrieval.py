@@ -48,14 +48,19 @@ def neighbour_rankings(source, target, k: int = 10) -> tuple[np.ndarray, np.ndar
     return own.cpu().numpy(), cross.cpu().numpy()
 
 
-def _hits(y_true, y_pred) -> np.ndarray:
-    """``n × k``: whether each retrieved item of ``y_pred`` is among its query's relevant
-    items ``y_true`` (``n × m``, or ``n``: one each)."""
+def _rankings(y_true, y_pred) -> tuple[np.ndarray, np.ndarray]:
+    """The relevant items ``n × m`` (``y_true``; ``n``: one each) and the retrieved items
+    ``n × k`` (``y_pred``) of ``n`` queries, as arrays."""
     relevant, retrieved = np.asarray(y_true), np.asarray(y_pred)
     relevant = relevant.reshape(len(relevant), -1)
     if retrieved.ndim != 2 or len(retrieved) != len(relevant):
         raise ValueError(f"a ranking metric needs n × k retrieved items for the n = {len(relevant)} queries, "
                          f"got shape {retrieved.shape}")
+    return relevant, retrieved
+
+
+def _hits(relevant: np.ndarray, retrieved: np.ndarray) -> np.ndarray:
+    """``n × k``: whether each retrieved item is among its query's relevant items."""
     return (retrieved[:, :, None] == relevant[:, None, :]).any(axis=2)
 
 
@@ -76,10 +81,9 @@ class JaccardAtK(Metric):
 
     def per_sample(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
         """Each query's Jaccard index."""
-        hits = _hits(y_true, y_pred)
-        common = hits.sum(axis=1)
-        union = np.asarray(y_pred).shape[1] + np.asarray(y_true).reshape(len(hits), -1).shape[1] - common
-        return common / union
+        relevant, retrieved = _rankings(y_true, y_pred)
+        common = _hits(relevant, retrieved).sum(axis=1)
+        return common / (relevant.shape[1] + retrieved.shape[1] - common)
 
 
 @dataclass
@@ -100,7 +104,7 @@ class MRR(Metric):
 
     def per_sample(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
         """Each query's reciprocal rank."""
-        hits = _hits(y_true, y_pred)
+        hits = _hits(*_rankings(y_true, y_pred))
         ranks = (hits.argmax(axis=1) + 1).astype(np.float32)
         return np.where(hits.any(axis=1), np.float32(1) / ranks, np.float32(0)).astype(float)
 
