@@ -586,6 +586,7 @@ def _plugin_spec(raw: Any, interface: str, registry: Registry, where: _Where, vi
         raise where.error(f"a {interface} spec needs a `name`.")
     name = _expect(raw["name"], str, where.child("name", raw), f"a {interface} name (string)")
     try:
+        name = registry.current_name(interface, name, f"{where.file}:{where.child('name', raw).line}")  # an alias
         cls = registry.get(interface, name)
     except UnknownPlugin as exc:
         raise where.child("name", raw).error(str(exc)) from None

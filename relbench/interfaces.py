@@ -660,34 +660,76 @@ class Stitcher(Plugin, ABC):
 # --------------------------------------------------------------------------------------
 
 
+#: what a metric scores (:attr:`Metric.output`), each with the shapes of ``y_true`` and
+#: ``y_pred`` for ``n`` samples:
+#:
+#: * ``labels``: class indices, ``n`` and ``n``;
+#: * ``scores``: class indices ``n`` and per-class scores (logits, probabilities) ``n × C``;
+#: * ``regression``: real values, ``n`` (or ``n × d``, one row per sample) for both;
+#: * ``ranking``: per query the relevant items ``n × m`` (or ``n``: one each) and the
+#:   retrieved items ``n × k``, best first, each row listing distinct item indices.
+METRIC_OUTPUTS: tuple[str, ...] = ("labels", "scores", "regression", "ranking")
+#: how a metric's score is made from the samples (:attr:`Metric.aggregation`): ``mean``,
+#: the mean of its per-sample values (:meth:`Metric.per_sample`); ``whole_set``, a
+#: statistic of the whole set that no per-sample value makes (F1, Pearson r)
+AGGREGATIONS: tuple[str, ...] = ("mean", "whole_set")
+
+
 class Metric(Plugin, ABC):
-    """A score computed from targets and predictions (class indices by default)."""
+    """A score computed from targets and predictions, declaring what it scores
+    (:attr:`output`), its direction (:attr:`higher_is_better`) and how its samples make
+    the score (:attr:`aggregation`), as an evaluation harness's metric specification does.
+
+    A ``mean`` metric implements :meth:`per_sample` and inherits :meth:`compute` (their
+    mean) and a vectorised :meth:`compute_weighted`; a ``whole_set`` metric implements
+    :meth:`compute`. Neither declaration enters a unit's identity (the class does)."""
 
     interface: ClassVar[str] = "metric"
     #: the metric's direction, declared where it is produced: result rows carry it
     #: (``higher`` or ``lower``) and pages read only that
     higher_is_better: ClassVar[bool] = True
+    #: what it scores: one of :data:`METRIC_OUTPUTS` (the shapes of ``y_true`` and ``y_pred``)
+    output: ClassVar[str] = "labels"
+    #: how its samples make the score: one of :data:`AGGREGATIONS`
+    aggregation: ClassVar[str] = "whole_set"
 
     @classmethod
     def direction(cls) -> Direction:
         """``"higher"`` or ``"lower"``, from :attr:`higher_is_better`."""
         return "higher" if cls.higher_is_better else "lower"
 
-    @abstractmethod
+    def per_sample(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
+        """The ``n`` per-sample values whose mean is the score (``mean`` metrics only;
+        what a task kind stores per sample, :func:`relbench.samples.values`)."""
+        raise NotImplementedError(f"metric {type(self).name!r} aggregates {self.aggregation!r}: it has no "
+                                  f"per-sample values (a 'mean' metric implements per_sample)")
+
     def compute(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
-        """Return the score as a float."""
+        """Return the score as a float: here the mean of :meth:`per_sample`; a
+        ``whole_set`` metric overrides it."""
+        return float(np.mean(self.per_sample(y_true, y_pred)))
 
     def compute_weighted(self, y_true: np.ndarray, y_preds: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """The score of several predictions of the same samples under several weightings
         of those samples, for bootstrap intervals (:mod:`relbench.uncertainty`).
 
         ``y_true``: the ``n`` true values; ``y_preds``: ``cells × n`` predictions (one row
-        per scored cell); ``weights``: ``R × n`` non-negative integer counts (a resample's
-        multiplicity of each sample). Returns an ``R × cells`` array whose entry
-        ``[r, c]`` equals :meth:`compute` of ``y_true`` and ``y_preds[c]`` with sample
-        ``i`` repeated ``weights[r, i]`` times. This default does exactly that, one
-        resample at a time (slow); a metric that can, overrides it with a vectorised form
-        that agrees with it (:func:`relbench.testing.check_metric` checks the agreement)."""
+        per scored cell; ``cells × n × …`` for outputs with a row per sample); ``weights``:
+        ``R × n`` non-negative integer counts (a resample's multiplicity of each sample).
+        Returns the ``R × cells`` array :meth:`compute_repeated` defines. A ``mean``
+        metric gets the weighted mean of its per-sample values; a ``whole_set`` one,
+        :meth:`compute_repeated` itself (slow), unless it overrides this with a vectorised
+        form that agrees with it (:func:`relbench.testing.check_metric` checks the agreement)."""
+        if self.aggregation != "mean":
+            return self.compute_repeated(y_true, y_preds, weights)
+        weights = np.atleast_2d(weights)
+        values = np.stack([self.per_sample(y_true, pred) for pred in np.atleast_2d(y_preds)])
+        return (weights.astype(float) @ values.T) / weights.sum(axis=1, keepdims=True)
+
+    def compute_repeated(self, y_true: np.ndarray, y_preds: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """What :meth:`compute_weighted` returns, by definition: an ``R × cells`` array
+        whose entry ``[r, c]`` is :meth:`compute` of ``y_true`` and ``y_preds[c]`` with
+        sample ``i`` repeated ``weights[r, i]`` times, one resample at a time."""
         y_true, y_preds, weights = np.asarray(y_true), np.atleast_2d(y_preds), np.atleast_2d(weights)
         out = np.empty((len(weights), len(y_preds)))
         for r, counts in enumerate(weights):

@@ -49,7 +49,8 @@ def describe(registered: Registered) -> dict[str, Any]:
     """Everything known about one registered plugin, as a JSON-able dict.
 
     Keys: ``name``, ``interface``, ``class`` (``module:qualname``), ``package``,
-    ``version`` (the author's version of the method), ``columns`` (for a task kind: the
+    ``version`` (the author's version of the method), ``aliases`` (former names, still
+    accepted), ``columns`` (for a task kind: the
     columns identifying its cells; else empty), ``summary``, ``doc`` (the class's own
     docstring) and ``parameters``, a list of
     ``{name, type, choices, default, required, doc}``: ``choices`` lists the allowed values
@@ -68,15 +69,19 @@ def describe(registered: Registered) -> dict[str, Any]:
         })
     return {"name": cls.name, "interface": cls.interface, "class": f"{cls.__module__}:{cls.__qualname__}",
             "package": registered.package, "version": str(getattr(cls, "version", "")),
+            "aliases": list(registered.aliases),
             "columns": list(getattr(cls, "columns", ())), "summary": registered.summary, "doc": own_docstring(cls),
             "parameters": parameters}
 
 
 def format_plugin(registered: Registered) -> str:
     """A human-readable page for one plugin: a header line (name, interface, package and
-    class), the docstring, then one line per parameter: name, type, choices, default, doc."""
+    class), its former names if it has any, the docstring, then one line per parameter:
+    name, type, choices, default, doc."""
     info = describe(registered)
     lines = [f"{info['name']}  ({info['interface']}, {info['package']}, {info['class']})"]
+    if info["aliases"]:
+        lines.append(f"Former names (deprecated, still accepted): {', '.join(info['aliases'])}")
     if info["doc"]:
         lines += ["", *("    " + line if line else "" for line in info["doc"].splitlines())]
     if info["columns"]:

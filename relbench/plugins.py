@@ -10,6 +10,12 @@ separated) or pass ``relbench --plugin MODULE``: the module is imported from the
 folder or ``sys.path`` like an entry point, and its plugins are listed as coming from
 ``MODULE (not installed)``.
 
+A plugin renamed in a new release keeps its old names working by declaring them:
+``aliases: ClassVar[tuple[str, ...]] = ("old-name",)`` (in the manner of deprecated model
+names in timm's registry). :meth:`Registry.get` gives the current plugin for an alias, and
+says once per place, on one line on stderr, where the old name was used and what the new
+one is; an alias may equal no other name or alias of its interface.
+
 Whatever a plugin's code raises while the registry is built (importing it, registering
 it, calling its hooks), ``SystemExit`` included, is a :class:`PluginLoadError` that names
 the package and how to switch it off; only Ctrl-C goes through.
@@ -20,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import inspect
+import sys
 from dataclasses import is_dataclass
 import os
 from dataclasses import dataclass
@@ -44,6 +51,11 @@ class Registered:
     cls: type[Plugin]
     source: str  # entry-point name
     package: str  # distribution name and version, e.g. "relbench 0.1.0"
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """The plugin's former names, still accepted (its class's ``aliases``)."""
+        return tuple(getattr(self.cls, "aliases", ()))
 
     @property
     def summary(self) -> str:
@@ -99,6 +111,10 @@ class Registry:
         self.pm.add_hookspecs(hookspecs)
         self.disabled = set(disabled)
         self.by_interface: dict[str, dict[str, Registered]] = {k: {} for k in INTERFACES}
+        #: per interface, each former name (alias) → the current name
+        self.aliases: dict[str, dict[str, str]] = {k: {} for k in INTERFACES}
+        #: (place, alias) pairs already reported as deprecated
+        self._reported: set[tuple[str, str]] = set()
         #: every entry-point and plugin name seen, switched off or not (to warn about
         #: a --disable that matches nothing)
         self.seen: set[str] = {ep_name for ep_name, _, _ in modules}
@@ -148,10 +164,50 @@ class Registry:
                 f"{reg.package} (entry point {reg.source!r}). Uninstall one, or disable one with "
                 f"{DISABLE_ENV}={other.source} (whole package) or {DISABLE_ENV}={interface}:{name}."
             )
+        self._check_unclaimed(interface, name, reg)
         table[name] = reg
+        self._add_aliases(interface, reg)
+
+    def _add_aliases(self, interface: str, reg: Registered) -> None:
+        """Record the former names ``reg`` declares (a tuple of non-empty strings)."""
+        aliases = getattr(reg.cls, "aliases", ())
+        if not isinstance(aliases, (tuple, list)) or not all(isinstance(a, str) and a for a in aliases) \
+                or reg.cls.name in aliases:
+            raise PluginConflict(f"{reg.cls.__qualname__} from {reg.package!r} declares aliases {short_repr(aliases)}; "
+                                 f"`aliases` is a tuple of former names (non-empty strings other than its name).")
+        for alias in aliases:
+            self._check_unclaimed(interface, alias, reg)
+            self.aliases[interface][alias] = reg.cls.name
+
+    def _check_unclaimed(self, interface: str, name: str, reg: Registered) -> None:
+        """Refuse ``name`` (a plugin's name or alias) when another plugin of the interface
+        is called so, or had it as a former name."""
+        owner = self.by_interface[interface].get(self.aliases[interface].get(name, name))
+        if owner is not None and owner.cls is not reg.cls:
+            raise PluginConflict(
+                f"The {interface} name {name!r} of {reg.cls.__qualname__} from {reg.package} (entry point "
+                f"{reg.source!r}) is already a name or former name (alias) of {owner.cls.__qualname__} from "
+                f"{owner.package} (entry point {owner.source!r}). Uninstall one, or disable one with "
+                f"{DISABLE_ENV}={owner.source}."
+            )
+
+    def current_name(self, interface: str, name: str, place: str = "") -> str:
+        """The current name of the plugin formerly called ``name`` (an alias), saying so
+        once per ``place`` (e.g. ``file:line``) on one line on stderr; any other name as it is."""
+        current = self.aliases[interface].get(name)
+        if current is None:
+            return name
+        if (place, name) not in self._reported:
+            self._reported.add((place, name))
+            where = f"{place}: " if place else ""
+            print(f"{where}warning: the {interface} name {name!r} is deprecated: it is now {current!r} (same plugin, "
+                  f"same results); write {current!r}.", file=sys.stderr)
+        return current
 
     def get(self, interface: str, name: str, where: str = "") -> type[Plugin]:
-        """The class registered as ``name``; :class:`UnknownPlugin` with suggestions."""
+        """The class registered as ``name`` (or formerly so: :meth:`current_name`, at
+        ``where``); :class:`UnknownPlugin` with suggestions."""
+        name = self.current_name(interface, name, where)
         table = self.by_interface[interface]
         if name in table:
             return table[name].cls
@@ -174,10 +230,11 @@ class Registry:
         return sorted(self.disabled - self.seen)
 
     def find(self, name: str) -> list[Registered]:
-        """Every registered plugin called ``name`` (``interface:name`` picks one interface)."""
+        """Every registered plugin called ``name``, now or formerly (``interface:name``
+        picks one interface)."""
         interface, _, plain = name.rpartition(":")
-        return [table[plain] for key, table in self.by_interface.items()
-                if plain in table and interface in ("", key)]
+        found = [(key, self.aliases[key].get(plain, plain)) for key in self.by_interface if interface in ("", key)]
+        return [self.by_interface[key][current] for key, current in found if current in self.by_interface[key]]
 
 
 def _discover(disabled: set[str] | frozenset[str] = frozenset()) -> list[tuple[str, ModuleType, str]]:

@@ -11,8 +11,8 @@ classes, without a tasks file::
     run.run()
     df = run.frame()   # what the kind's page() would receive
 
-:func:`check_metric` checks a :class:`~relbench.interfaces.Metric`'s vectorised
-``compute_weighted`` against its ``compute``.
+:func:`check_metric` checks a :class:`~relbench.interfaces.Metric`'s declarations (what it
+scores, how its samples aggregate) and its vectorised ``compute_weighted`` against its ``compute``.
 
 **Conformance kit.** One check per interface, in the manner of scikit-learn's
 ``check_estimator``: each runs a plugin instance on tiny synthetic data (or, for data sets
@@ -32,7 +32,8 @@ so state left by one call never hides a fault of the next:
 * :func:`check_dataset`: aligned splits, labels among the classes, a stable fingerprint;
 * :func:`check_regularizer`: a finite scalar loss, with a gradient where it trains;
 * :func:`check_task_kind`: unique planned units, each computed once (:class:`TaskRunDouble`);
-* :func:`check_metric`: vectorised bootstrap scores equal to ``compute``.
+* :func:`check_metric`: a known output, aggregation and direction; a ``mean`` metric's score
+  the mean of its per-sample values; vectorised bootstrap scores equal to ``compute``.
 """
 
 from __future__ import annotations
@@ -51,10 +52,10 @@ import numpy as np
 from relbench.config import EncoderSpec, PluginSpec, Task
 from relbench.identity import key_json
 from relbench.protocol import EvaluationProtocol
-from relbench.interfaces import (INVARIANCES, AnchorContext, AnchorSelector, Anchors, Bank, Dataset, DatasetData,
-                                 Diagnostic, Encoder, EncoderContext, FitContext, Metric, NotAchievable, Plugin,
-                                 Prediction, Regularizer, RegularizerBatch, ResultRow, Similarity, Split, StitchSide,
-                                 Stitcher, UnitKey)
+from relbench.interfaces import (AGGREGATIONS, INVARIANCES, METRIC_OUTPUTS, AnchorContext, AnchorSelector, Anchors,
+                                 Bank, Dataset, DatasetData, Diagnostic, Encoder, EncoderContext, FitContext, Metric,
+                                 NotAchievable, Plugin, Prediction, Regularizer, RegularizerBatch, ResultRow,
+                                 Similarity, Split, StitchSide, Stitcher, UnitKey)
 from relbench.rows import display_key, flat_row
 from relbench.sharing import SharedWork
 
@@ -62,24 +63,59 @@ pd = lazy_loader.load("pandas")
 torch = lazy_loader.load("torch")
 
 
+def _metric_inputs(output: str, rng: np.random.Generator, classes: int, samples: int,
+                   cells: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random ``y_true`` and ``cells`` predictions ``y_preds`` of ``samples`` samples in the
+    shapes a metric scoring ``output`` takes (:data:`~relbench.interfaces.METRIC_OUTPUTS`):
+    class indices (some classes missing from the truth, as in a resample), per-class
+    scores, real values, or rankings of ``classes`` items (two relevant, three retrieved)."""
+    if output == "labels":
+        return rng.integers(0, classes - 1, samples), rng.integers(0, classes, (cells, samples))
+    if output == "scores":
+        return rng.integers(0, classes - 1, samples), rng.normal(size=(cells, samples, classes))
+    if output == "regression":
+        y_true = rng.normal(size=samples)
+        return y_true, y_true + rng.normal(size=(cells, samples))
+    items = np.tile(np.arange(max(classes, 3)), (cells + 1, samples, 1))
+    rankings = rng.permuted(items, axis=2)
+    return rankings[0, :, :2], rankings[1:, :, :3]
+
+
 def check_metric(metric: Metric, classes: int = 5, samples: int = 40, cells: int = 4, resamples: int = 6,
                  seed: int = 0) -> None:
-    """Raise ``AssertionError`` unless ``metric.compute_weighted`` equals
-    :meth:`Metric.compute` on the repeated samples, for random class indices (some
-    classes missing from the truth, as in a resample) and random bootstrap weights."""
+    """Raise ``AssertionError`` unless ``metric`` declares a known
+    :attr:`~relbench.interfaces.Metric.output`, :attr:`~relbench.interfaces.Metric.aggregation`
+    and direction, scores random inputs of its output's shapes as finite floats, a
+    ``mean`` metric's score is the mean of its ``n`` per-sample values, and
+    ``compute_weighted`` equals :meth:`Metric.compute_repeated` (the score of the
+    repeated samples) for random bootstrap weights."""
+    name = type(metric).__name__
+    assert metric.output in METRIC_OUTPUTS, (
+        f"{name}.output is {metric.output!r}; declare what it scores, one of {METRIC_OUTPUTS}")
+    assert metric.aggregation in AGGREGATIONS, (
+        f"{name}.aggregation is {metric.aggregation!r}; declare one of {AGGREGATIONS}")
+    assert isinstance(metric.higher_is_better, bool), f"{name}.higher_is_better must be True or False"
     rng = np.random.default_rng(seed)
-    y_true = rng.integers(0, classes - 1, samples)
-    y_preds = rng.integers(0, classes, (cells, samples))
+    y_true, y_preds = _metric_inputs(metric.output, rng, classes, samples, cells)
+    scores = [metric.compute(y_true, p) for p in y_preds]
+    assert all(isinstance(v, float) and np.isfinite(v) for v in scores), (
+        f"{name}.compute returned {scores} on random {metric.output} inputs, not finite floats")
+    if metric.aggregation == "mean":
+        values = [np.asarray(metric.per_sample(y_true, p), dtype=float) for p in y_preds]
+        assert all(v.shape == (samples,) and np.isfinite(v).all() for v in values), (
+            f"{name}.per_sample must return {samples} finite values (one per sample), got shapes "
+            f"{[v.shape for v in values]}")
+        assert np.allclose(scores, [v.mean() for v in values], rtol=1e-9, atol=1e-12), (
+            f"{name} declares aggregation 'mean' but its score is not the mean of its per-sample values")
     weights = rng.multinomial(samples, np.full(samples, 1 / samples), size=resamples)
     weights[0] = 1  # the unweighted score is one of the checks
     got = np.asarray(metric.compute_weighted(y_true, y_preds, weights), dtype=float)
-    want = Metric.compute_weighted(metric, y_true, y_preds, weights)
-    name = type(metric).__name__
+    want = metric.compute_repeated(y_true, y_preds, weights)
     assert got.shape == want.shape, f"{name}.compute_weighted returned shape {got.shape}, not {want.shape}"
-    assert np.allclose(got, want, atol=1e-12), (
+    assert np.allclose(got, want, rtol=1e-9, atol=1e-12), (
         f"{name}.compute_weighted disagrees with compute on the repeated samples by up to "
         f"{np.abs(got - want).max():.3g}")
-    assert np.allclose(got[0], [metric.compute(y_true, p) for p in y_preds], atol=1e-12)
+    assert np.allclose(got[0], scores, rtol=1e-9, atol=1e-12)
 
 
 def spec(cls: type, interface: str | None = None, label: str | None = None, **params: Any) -> PluginSpec:

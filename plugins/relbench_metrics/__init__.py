@@ -1,18 +1,16 @@
-"""relbench built-in plugins: classification metrics, and the pure retrieval and
-correlation functions (Jaccard@k, MRR, Pearson r) that task kinds compute themselves."""
+"""relbench built-in plugins: classification and error metrics, retrieval metrics of
+rankings (Jaccard@k, MRR), Pearson r, and the neighbour search that makes rankings."""
 
 from relbench.api import hookimpl
 from relbench_metrics.classification import MAE, MSE, Accuracy, MacroF1, WeightedF1
-from relbench_metrics.retrieval import (jaccard_at_k, jaccard_per_item, mrr, pearson_r, reciprocal_ranks,
-                                       top_k_neighbours)
+from relbench_metrics.retrieval import MRR, JaccardAtK, PearsonR, neighbour_rankings, top_k_neighbours
 
 
 @hookimpl
 def relbench_metrics():
-    """The classification metrics of this package."""
-    return [Accuracy, WeightedF1, MacroF1, MAE, MSE]
+    """The metrics of this package."""
+    return [Accuracy, WeightedF1, MacroF1, MAE, MSE, JaccardAtK, MRR, PearsonR]
 
 
-__all__ = ["MAE", "MSE", "Accuracy", "MacroF1", "WeightedF1", "jaccard_at_k", "jaccard_per_item", "mrr", "pearson_r",
-           "reciprocal_ranks",
+__all__ = ["MAE", "MRR", "MSE", "Accuracy", "JaccardAtK", "MacroF1", "PearsonR", "WeightedF1", "neighbour_rankings",
            "top_k_neighbours"]

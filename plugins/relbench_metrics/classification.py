@@ -1,4 +1,5 @@
-"""Scores of predicted class indices against true ones.
+"""Scores of predicted class indices against true ones, and the error metrics (MAE, MSE)
+of numbers: real-valued predictions, or the class indices of ordinal labels.
 
 The definitions are sklearn's (``f1_score`` with ``zero_division=0``: classes are those in
 either array, F1 = 2·TP / (2·TP + FP + FN), 0 where that is 0/0), computed with numpy
@@ -6,14 +7,16 @@ bincounts: the suite scores tens of thousands of cells, and sklearn's input vali
 costs more than the arithmetic. tests/test_metrics_basic.py checks agreement with sklearn.
 
 Each metric also scores many predictions under many bootstrap weightings at once
-(:meth:`~relbench.interfaces.Metric.compute_weighted`): weighted per-class counts are
-products of the ``R × n`` weights with sparse indicator matrices (SciPy), so a page's
+(:meth:`~relbench.interfaces.Metric.compute_weighted`): accuracy, MAE and MSE are means of
+per-sample values (the interface weights them); the F1 scores' weighted per-class counts
+are products of the ``R × n`` weights with sparse indicator matrices (SciPy), so a page's
 intervals over thousands of cells take seconds; the tests check them against the
-interface's one-resample-at-a-time default.
+interface's one-resample-at-a-time definition.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -23,6 +26,7 @@ from relbench.api import Metric
 
 
 def _as_indices(y: np.ndarray) -> np.ndarray:
+    """``y`` as one flat numpy array."""
     return np.asarray(y).reshape(-1)
 
 
@@ -73,12 +77,6 @@ def _f1_from_counts(tp: np.ndarray, support: np.ndarray, predicted: np.ndarray) 
     return np.divide(2 * tp, denominator, out=np.zeros_like(tp), where=denominator > 0)
 
 
-def _weighted_mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """``Σ_i w_ri · values_ci / Σ_i w_ri`` as an ``R × cells`` array (values: cells × n)."""
-    weights = np.atleast_2d(weights).astype(float)
-    return (weights @ np.atleast_2d(values).T) / weights.sum(axis=1, keepdims=True)
-
-
 @dataclass
 class Accuracy(Metric):
     """Accuracy: the fraction of predictions equal to the true class.
@@ -89,15 +87,11 @@ class Accuracy(Metric):
     """
 
     name: ClassVar[str] = "accuracy"
+    aggregation: ClassVar[str] = "mean"
 
-    def compute(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
-        """Fraction of exact matches."""
-        return float(np.mean(_as_indices(y_true) == _as_indices(y_pred)))
-
-    def compute_weighted(self, y_true: np.ndarray, y_preds: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        """Weighted fraction of matches, ``R × cells``."""
-        y_preds = np.atleast_2d(y_preds)
-        return _weighted_mean(y_preds == _as_indices(y_true)[None], weights)
+    def per_sample(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
+        """1 where the prediction is the true class, else 0."""
+        return (_as_indices(y_true) == _as_indices(y_pred)).astype(float)
 
 
 @dataclass
@@ -111,6 +105,7 @@ class WeightedF1(Metric):
     """
 
     name: ClassVar[str] = "weighted_f1"
+    aggregation: ClassVar[str] = "whole_set"
 
     def compute(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
         """sklearn ``f1_score(average="weighted", zero_division=0)``."""
@@ -135,6 +130,7 @@ class MacroF1(Metric):
     """
 
     name: ClassVar[str] = "macro_f1"
+    aggregation: ClassVar[str] = "whole_set"
 
     def compute(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
         """sklearn ``f1_score(average="macro", zero_division=0)``."""
@@ -148,10 +144,22 @@ class MacroF1(Metric):
         return _f1_from_counts(tp, support, predicted).sum(axis=2) / np.maximum(present.sum(axis=2), 1)
 
 
+def _per_row_mean(values: np.ndarray) -> np.ndarray:
+    """``n`` values (or ``n × …``, one row per sample) → each sample's mean, ``n``."""
+    values = np.asarray(values)
+    return values.reshape(len(values), -1).mean(axis=1)
+
+
+def _is_tensor(value) -> bool:
+    """Whether ``value`` is a torch tensor (torch is not imported for other inputs)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
 @dataclass
 class MAE(Metric):
-    """Mean absolute error between class indices (meaningful for ordinal labels such as
-    star ratings; lower is better).
+    """Mean absolute error between numbers: real-valued predictions, or class indices
+    of ordinal labels such as star ratings (lower is better).
 
     Parameters
     ----------
@@ -160,20 +168,18 @@ class MAE(Metric):
 
     name: ClassVar[str] = "mae"
     higher_is_better: ClassVar[bool] = False
+    output: ClassVar[str] = "regression"
+    aggregation: ClassVar[str] = "mean"
 
-    def compute(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
-        """Mean of ``|y_true - y_pred|`` over samples."""
-        return float(np.mean(np.abs(_as_indices(y_true) - _as_indices(y_pred))))
-
-    def compute_weighted(self, y_true: np.ndarray, y_preds: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        """Weighted mean absolute error, ``R × cells``."""
-        y_preds = np.atleast_2d(y_preds)
-        return _weighted_mean(np.abs(y_preds - _as_indices(y_true)[None]), weights)
+    def per_sample(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
+        """Per sample, the mean of ``|y_true - y_pred|`` over its entries."""
+        return _per_row_mean(np.abs(np.asarray(y_true) - np.asarray(y_pred)))
 
 
 @dataclass
 class MSE(Metric):
-    """Mean squared error between class indices (ordinal labels; lower is better).
+    """Mean squared error between numbers: real-valued predictions (reconstructed
+    pixels), or class indices of ordinal labels (lower is better).
 
     Parameters
     ----------
@@ -182,12 +188,17 @@ class MSE(Metric):
 
     name: ClassVar[str] = "mse"
     higher_is_better: ClassVar[bool] = False
+    output: ClassVar[str] = "regression"
+    aggregation: ClassVar[str] = "mean"
+
+    def per_sample(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
+        """Per sample, the mean of ``(y_true - y_pred)²`` over its entries."""
+        return _per_row_mean((np.asarray(y_true) - np.asarray(y_pred)) ** 2)
 
     def compute(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
-        """Mean of ``(y_true - y_pred)²`` over samples."""
+        """The mean of ``(y_true - y_pred)²`` over every entry (for samples of equal
+        width, the mean of :meth:`per_sample`): torch tensors in torch, on their device
+        and in their precision; anything else in numpy."""
+        if _is_tensor(y_true) and _is_tensor(y_pred):
+            return float(((y_true - y_pred) ** 2).mean())
         return float(np.mean((_as_indices(y_true) - _as_indices(y_pred)) ** 2))
-
-    def compute_weighted(self, y_true: np.ndarray, y_preds: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        """Weighted mean squared error, ``R × cells``."""
-        y_preds = np.atleast_2d(y_preds)
-        return _weighted_mean((y_preds - _as_indices(y_true)[None]) ** 2, weights)

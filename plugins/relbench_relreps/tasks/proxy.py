@@ -10,7 +10,7 @@ import lazy_loader
 
 from relbench.api import (Bank, Page, PluginSpec, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, predict_logits,
                           train_classifier)
-from relbench_metrics import pearson_r
+from relbench_metrics import PearsonR
 from relbench_relreps.selectors import RandomAnchors
 from relbench_relreps.similarities import Cosine
 from relbench_relreps.tasks.common import specs_or_default, summary_table, with_arrows, without_failures
@@ -162,7 +162,8 @@ class PerformanceProxy(TaskKind):
             if acc >= self.min_accuracy:
                 accs.append(acc)
                 sims.append(score)
-        rows.append(ResultRow(metric="pearson_r", value=pearson_r(sims, accs), direction="higher",
+        rows.append(ResultRow(metric=PearsonR.name, value=PearsonR().compute(accs, sims),
+                              direction=PearsonR.direction(),
                               extra={"models": len(accs), "reference_accuracy": models["reference"]["accuracy"]}))
         return rows
 
@@ -176,7 +177,7 @@ class PerformanceProxy(TaskKind):
         df, note = without_failures(results)
         if df.empty:
             return "_no results yet_" + note
-        table = summary_table(with_arrows(df[df["metric"] == "pearson_r"]), ["encoder", "selector", "similarity"],
+        table = summary_table(with_arrows(df[df["metric"] == PearsonR.name]), ["encoder", "selector", "similarity"],
                               "metric")
         link = page.save(self._scatter(df), FIGURE, dpi=100)
         return ("Does a model's latent similarity to a reference model predict its accuracy? (Moschella et al. "
@@ -198,7 +199,7 @@ class PerformanceProxy(TaskKind):
                                   values="value").reset_index()
         fig, ax = plt.subplots(figsize=(5, 4))
         for (encoder, projection), group in wide.groupby(["encoder", "projection"]):
-            r = pearson_r(group["similarity"].tolist(), group["accuracy"].tolist())
+            r = PearsonR().compute(group["accuracy"].tolist(), group["similarity"].tolist())
             ax.scatter(group["similarity"], group["accuracy"], s=12, alpha=0.7,
                        label=f"{encoder} · {projection} (Pearson r = {r:.2f}, all seeds)")
         ax.set_xlabel("similarity to the reference (relative space)")

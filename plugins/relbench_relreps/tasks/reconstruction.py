@@ -12,6 +12,7 @@ import numpy as np
 
 from relbench.api import (ConfigError, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions,
                           seeded_generator)
+from relbench_metrics import MSE
 from relbench_relreps.selectors import RandomAnchors
 from relbench_relreps.tasks.common import select_without_banks, specs_or_default, summary_table, without_failures
 
@@ -153,8 +154,8 @@ class Reconstruction(TaskKind):
                               latent=self.latent_dim, epochs=self.epochs, lr=self.lr, batch_size=self.batch_size)
                           for m in self.model_seeds}
                 for i, j in itertools.product(models, repeat=2):
-                    mse = float(torch.mean((stitch(models[i], models[j], Xte, A) - Xte) ** 2))
-                    rows.append(ResultRow(metric="mse", value=mse, direction="lower",
+                    mse = MSE().compute(Xte, stitch(models[i], models[j], Xte, A))
+                    rows.append(ResultRow(metric=MSE.name, value=mse, direction=MSE.direction(),
                                           cell={"encoder_seed": i, "decoder_seed": j}))
                 if (seed, key["selector"]) == (plan[0]["seed"], plan[0]["selector"]):
                     self._figure(run.figure_path(FIGURE.format(bottleneck=bottleneck)), bottleneck,
@@ -200,7 +201,7 @@ class Reconstruction(TaskKind):
         """Table 3: MSE, non-stitched vs stitched, per bottleneck and selector (mean over
         seeds with an interval over seeds); and the figures."""
         df, note = without_failures(results)
-        ok = df[(df["status"] == "ok") & (df["metric"] == "mse")]
+        ok = df[(df["status"] == "ok") & (df["metric"] == MSE.name)]
         if ok.empty:
             return "_no results yet_" + note
         pairs = np.where(ok["encoder_seed"] != ok["decoder_seed"], "stitched", "non-stitched")
@@ -212,7 +213,7 @@ class Reconstruction(TaskKind):
             link = page.stored_figure(FIGURE.format(bottleneck=bottleneck))
             if link:
                 figures += f"\n\n![{bottleneck} reconstructions]({link})"
-        mse = arrow("mse", directions(ok).get("mse", "neutral"))
+        mse = arrow(MSE.name, directions(ok).get(MSE.name, "neutral"))
         return (f"Pixel MSE ({mse}) of autoencoders composed across training seeds (Moschella et al. 2023, "
                 "Table 3): non-stitched = encoder and decoder of the same model; stitched = all other pairs of "
                 f"the same task seed (which fixes the anchors). Mean over {per_seed['seed'].nunique()} task "

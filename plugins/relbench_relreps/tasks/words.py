@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import lazy_loader
+import numpy as np
 
-from relbench.api import Bank, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, per_sample_values, seeded_generator
-from relbench_metrics import jaccard_per_item, reciprocal_ranks
+from relbench.api import (Bank, Metric, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, per_sample_values,
+                          seeded_generator)
+from relbench_metrics import MRR, JaccardAtK, neighbour_rankings
 from relbench_relreps.selectors import RandomAnchors
 from relbench_relreps.similarities import Cosine
 from relbench_relreps.tasks.common import specs_or_default, summary_table, with_arrows, without_failures
@@ -64,9 +66,9 @@ class WordNeighbourhoods(TaskKind):
             raise ValueError(f"max_words must exceed k={self.k}, got {self.max_words}")
 
     @property
-    def metric_names(self) -> list[str]:
-        """The two metrics' row names, e.g. ``jaccard@10`` and ``mrr@10``."""
-        return [f"jaccard@{self.k}", f"mrr@{self.k}"]
+    def row_metrics(self) -> dict[str, Metric]:
+        """The two ranking metrics by row name, ``jaccard@k`` and ``mrr@k``."""
+        return {f"{metric.name}@{self.k}": metric for metric in (JaccardAtK(), MRR())}
 
     def _words(self, banks: dict[str, Bank]) -> list[str]:
         first = next(iter(banks.values()))
@@ -108,22 +110,25 @@ class WordNeighbourhoods(TaskKind):
                 rows += self._compare(relative, words, {"words": len(words), "anchors": len(anchors)})
 
     def _compare(self, spaces: dict[str, torch.Tensor], words: list[str], extra: dict) -> list[ResultRow]:
-        """Jaccard@k and MRR@k (higher is better) of every ordered pair of spaces; pairs
-        of different widths are not achievable. Each row stores its per-word values
+        """Jaccard@k and MRR@k of every ordered pair of spaces, scored on the target and
+        the cross neighbours of each word (:func:`~relbench_metrics.neighbour_rankings`);
+        pairs of different widths are not achievable. Each row stores its per-word values
         (:func:`relbench.samples.values`), from which the page's intervals come."""
         rows = []
-        jac, rr = self.metric_names
         for s, t in itertools.product(spaces, repeat=2):
             cell = {"source": s, "target": t}
             if spaces[s].shape[1] != spaces[t].shape[1]:
-                rows += [ResultRow(metric=m, value=None, direction="higher", cell=cell, status="not_achievable",
+                rows += [ResultRow(metric=m, value=None, direction=metric.direction(), cell=cell,
+                                   status="not_achievable",
                                    error=f"widths differ: {spaces[s].shape[1]} vs {spaces[t].shape[1]}")
-                         for m in self.metric_names]
+                         for m, metric in self.row_metrics.items()]
                 continue
-            per_word = {jac: jaccard_per_item(spaces[s], spaces[t], self.k),
-                        rr: reciprocal_ranks(spaces[s], spaces[t], self.k)}
-            rows += [ResultRow(metric=m, value=float(v.mean()), direction="higher", cell=cell, extra=extra,
-                               per_sample=per_sample_values(words, v)) for m, v in per_word.items()]
+            own, cross = neighbour_rankings(spaces[s], spaces[t], self.k)
+            relevant = {JaccardAtK.name: own, MRR.name: np.arange(len(cross))}  # word i's target neighbours; i
+            for m, metric in self.row_metrics.items():
+                values = metric.per_sample(relevant[metric.name], cross)
+                rows.append(ResultRow(metric=m, value=float(values.mean()), direction=metric.direction(), cell=cell,
+                                      extra=extra, per_sample=per_sample_values(words, values)))
         return rows
 
     def claim_rows(self, results: pd.DataFrame) -> pd.DataFrame:
