@@ -95,6 +95,9 @@ class Plugin:
     #: them: parameter name → :class:`Tunable` (the candidate values, in order of
     #: preference on ties). A value set in tasks.yaml switches tuning off for it.
     tunable: ClassVar[dict[str, "Tunable"]] = {}
+    #: former names of the plugin, still accepted in tasks files with a deprecation
+    #: message (results are shared: identity is the class, not the name)
+    aliases: ClassVar[tuple[str, ...]] = ()
 
     def params(self) -> dict[str, Any]:
         """The parameters of this instance as a plain dict (recorded in every row)."""
@@ -692,6 +695,9 @@ class Metric(Plugin, ABC):
     output: ClassVar[str] = "labels"
     #: how its samples make the score: one of :data:`AGGREGATIONS`
     aggregation: ClassVar[str] = "whole_set"
+    #: the smallest difference of this metric that a claim counts (its default margin,
+    #: in the metric's units): a point of F1 is not a point of a correlation
+    claim_margin: ClassVar[float] = 0.01
 
     @classmethod
     def direction(cls) -> Direction:
@@ -858,6 +864,9 @@ class TaskKind(Plugin, ABC):
     #: than the method (stitching: the encoder pair): a claim compares its two sides on
     #: the values of these columns, and the seeds, that both sides were measured on
     paired_on: ClassVar[tuple[str, ...]] = ()
+    #: typed columns every row of a unit carries besides :attr:`columns` (name → type),
+    #: fixed per unit and written by the kind; pages read them as columns
+    row_fields: ClassVar[dict[str, type]] = {}
     #: False for protocols that train their own networks (the task's ``encoders`` may
     #: then be omitted)
     uses_encoders: ClassVar[bool] = True

@@ -42,6 +42,7 @@ import collections
 import contextlib
 import dataclasses
 import random
+import typing
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -55,7 +56,7 @@ from relbench.protocol import EvaluationProtocol
 from relbench.interfaces import (AGGREGATIONS, INVARIANCES, METRIC_OUTPUTS, AnchorContext, AnchorSelector, Anchors,
                                  Bank, Dataset, DatasetData, Diagnostic, Encoder, EncoderContext, FitContext, Metric,
                                  NotAchievable, Plugin, Prediction, Regularizer, RegularizerBatch, ResultRow,
-                                 Similarity, Split, StitchSide, Stitcher, UnitKey)
+                                 Similarity, Split, StitchSide, Stitcher, StitcherRole, UnitKey)
 from relbench.rows import display_key, flat_row
 from relbench.sharing import SharedWork
 
@@ -95,6 +96,8 @@ def check_metric(metric: Metric, classes: int = 5, samples: int = 40, cells: int
     assert metric.aggregation in AGGREGATIONS, (
         f"{name}.aggregation is {metric.aggregation!r}; declare one of {AGGREGATIONS}")
     assert isinstance(metric.higher_is_better, bool), f"{name}.higher_is_better must be True or False"
+    assert isinstance(metric.claim_margin, (int, float)) and metric.claim_margin > 0, (
+        f"{name}.claim_margin is {metric.claim_margin!r}; declare the smallest difference a claim counts (> 0)")
     rng = np.random.default_rng(seed)
     y_true, y_preds = _metric_inputs(metric.output, rng, classes, samples, cells)
     scores = [metric.compute(y_true, p) for p in y_preds]
@@ -587,7 +590,10 @@ def check_stitcher(stitcher: Stitcher, similarity: Similarity | None = None,
       similarity: a stitcher may be transductive only when the protocol or the similarity
       says so.
 
-    ``similarity`` (default: plain cosine) is fitted on each encoder's training rows."""
+    ``similarity`` (default: plain cosine) is fitted on each encoder's training rows. Its
+    :attr:`~Stitcher.role` must be one of :data:`~relbench.interfaces.StitcherRole`'s values."""
+    roles = typing.get_args(StitcherRole)
+    assert stitcher.role in roles, f"{type(stitcher).__name__}.role is {stitcher.role!r}; declare one of {roles}"
     problem = _StitchProblem(similarity or _CheckCosine())
     fitted = _fresh(stitcher)
     ctx = FitContext(seed=0, device=torch.device("cpu"), num_classes=3, modality=modality, regularizers=[],

@@ -122,6 +122,8 @@ class PearsonR(Metric):
     name: ClassVar[str] = "pearson_r"
     output: ClassVar[str] = "regression"
     aggregation: ClassVar[str] = "whole_set"
+    #: a correlation moves in larger steps than a share of samples: 0.05 of r counts
+    claim_margin: ClassVar[float] = 0.05
 
     def compute(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
         """``Σ (t − t̄)(p − p̄) / √(Σ (t − t̄)² · Σ (p − p̄)²)`` over the flattened values."""
