@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from relbench import hookimpl
 from relbench.cache import atomic_write_bytes, default_cache_root, file_sha256
-from relbench.config import EncoderSpec, PluginSpec, Suite, Task
 from relbench.errors import ConfigError, MissingAsset, UserError
 from relbench.interfaces import (
     DIRECTIONS,
@@ -28,6 +27,7 @@ from relbench.interfaces import (
     AnchorContext,
     AnchorSelector,
     Anchors,
+    Axis,
     Bank,
     Dataset,
     DatasetData,
@@ -76,6 +76,7 @@ from relbench.training import (
     train_loop,
     validate_head_params,
 )
+from relbench.task_model import EncoderSpec, PluginSpec, Suite, Task
 from relbench.tuning import Candidate, candidates, choose
 from relbench.uncertainty import (
     Draws,
@@ -124,6 +125,7 @@ __all__ = [
     "progress_bar",
     # the task model
     "Task",
+    "Axis",
     "PluginSpec",
     "EncoderSpec",
     "Suite",

@@ -70,7 +70,7 @@ def check_similarities(task: Task) -> None:
     protocol)."""
     if task.protocol.evaluation != "inductive":
         return
-    for spec in task.similarities:
+    for spec in task.specs("similarity"):
         similarity = spec.build()
         if not similarity.transductive():
             continue

@@ -8,7 +8,8 @@ from typing import ClassVar
 
 import lazy_loader
 
-from relbench.api import Bank, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, per_sample_values, seeded_generator
+from relbench.api import (Axis, Bank, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, per_sample_values,
+                          seeded_generator)
 from relbench_metrics import jaccard_per_item, reciprocal_ranks
 from relbench_relreps.selectors import RandomAnchors
 from relbench_relreps.similarities import Cosine
@@ -50,6 +51,7 @@ class WordNeighbourhoods(TaskKind):
 
     name: ClassVar[str] = "word-neighbourhoods"
     columns: ClassVar[tuple[str, ...]] = ("representation", "selector", "similarity", "source", "target")
+    axes: ClassVar[dict[str, Axis]] = {"selectors": Axis("selector"), "similarities": Axis("similarity")}
     #: 2: rows store their per-word values (page intervals)
     version: ClassVar[str] = "2"
     k: int = 10
@@ -78,8 +80,8 @@ class WordNeighbourhoods(TaskKind):
 
     def plan(self, task: Task) -> list[UnitKey]:
         """The absolute comparison, then one relative unit per seed × selector × similarity."""
-        selectors = specs_or_default(task.selectors, "selector", RandomAnchors)
-        similarities = specs_or_default(task.similarities, "similarity", Cosine)
+        selectors = specs_or_default(task.grid["selectors"], "selector", RandomAnchors)
+        similarities = specs_or_default(task.grid["similarities"], "similarity", Cosine)
         return [{"representation": "absolute"}] + [
             {"seed": seed, "representation": "relative", "selector": sel, "similarity": sim}
             for seed in task.seeds for sel in selectors for sim in similarities]
