@@ -60,6 +60,7 @@ from relbench.rows import metric_row
 from relbench.samples import predictions as per_sample_predictions
 from relbench.samples import values as per_sample_values
 from relbench.sampling import stratified_split, stratified_subsample
+from relbench.task_model import EncoderSpec, PluginSpec, Suite, Task
 from relbench.testing import (TaskRunDouble, check_anchor_selector, check_dataset, check_encoder, check_metric,
                               check_regularizer, check_similarity, check_stitcher, check_task_kind, make_task, spec)
 from relbench.training import (
@@ -76,7 +77,6 @@ from relbench.training import (
     train_loop,
     validate_head_params,
 )
-from relbench.task_model import EncoderSpec, PluginSpec, Suite, Task
 from relbench.tuning import Candidate, candidates, choose
 from relbench.uncertainty import (
     Draws,

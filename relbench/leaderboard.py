@@ -39,7 +39,6 @@ from tabulate import tabulate
 
 from relbench import __version__, crosstask
 from relbench.cache import atomic_write_bytes
-from relbench.config import Task
 from relbench.errors import OutputNotWritable
 from relbench.export import flatten, write
 from relbench.identity import fingerprint
@@ -51,6 +50,7 @@ from relbench.protocol import describe
 from relbench.provenance import KEYS, sources_page
 from relbench.results import ResultStore
 from relbench.rows import TASK_ERROR
+from relbench.task_model import Task
 from relbench.uncertainty import (FAILS, HOLDS, MARGIN, bootstrap_columns, fmt_interval, method_note, verdict,
                                   with_samples)
 

@@ -28,7 +28,7 @@ import numpy as np
 from relbench.sampling import stratified_split, stratified_subsample
 
 if TYPE_CHECKING:
-    from relbench.config import Task
+    from relbench.task_model import Task
 
 #: the fraction of a seed's training draw held out for validation when the tasks file
 #: does not say (a common choice; ≥ 1,000 validation samples at the suite's 5,000)

@@ -30,7 +30,6 @@ import numpy as np
 
 from relbench import __version__
 from relbench.cache import RESERVED_FIELDS, EmbeddingCache, identity_key
-from relbench.task_model import EncoderSpec, PluginSpec, Suite, Task
 from relbench.descriptions import Descriptions, check_same, loaded
 from relbench.identity import (PROTOCOL_VERSION, changed_fields, explain, fingerprint, key_json, relabelled,
                                same_plugins)
@@ -52,6 +51,7 @@ from relbench.progress import SuiteBar
 from relbench.protocol import Draw, draw
 from relbench.results import ResultStore, TaskLines, environment, git_revision
 from relbench.sharing import SharedWork, learned_anchors
+from relbench.task_model import EncoderSpec, PluginSpec, Suite, Task
 from relbench.training import NonFinite
 from relbench.rows import TASK_ERROR, display_key, flat_row
 

@@ -48,7 +48,6 @@ from typing import Any, ClassVar, Literal
 import lazy_loader
 import numpy as np
 
-from relbench.task_model import EncoderSpec, PluginSpec, Task
 from relbench.identity import key_json
 from relbench.protocol import EvaluationProtocol
 from relbench.interfaces import (INVARIANCES, AnchorContext, AnchorSelector, Anchors, Bank, Dataset, DatasetData,
@@ -57,6 +56,7 @@ from relbench.interfaces import (INVARIANCES, AnchorContext, AnchorSelector, Anc
                                  Stitcher, UnitKey)
 from relbench.rows import display_key, flat_row
 from relbench.sharing import SharedWork
+from relbench.task_model import EncoderSpec, PluginSpec, Task
 
 pd = lazy_loader.load("pandas")
 torch = lazy_loader.load("torch")
