@@ -4,10 +4,11 @@ A :class:`Suite` holds :class:`Task` objects; a task names its kind, data set, e
 and metrics as :class:`PluginSpec` choices, and holds a *grid*: for each axis its task
 kind declares (:attr:`relbench.interfaces.TaskKind.axes`, each an
 :class:`~relbench.interfaces.Axis`), the list of plugin choices the tasks file gives
-under ``grid:``. The core knows no axis by name: stitching's ``selectors``, ``similarities``, ``stitchers`` and ``regularizers`` are
-the stitching kind's declaration, and a kind of another package may declare axes of its
-own. :mod:`relbench.config` builds these objects from YAML; :mod:`relbench.testing`
-builds them in code.
+under ``grid:``. The core knows no axis by name: stitching's ``selectors``,
+``similarities``, ``stitchers`` and ``regularizers`` are the stitching kind's
+declaration, and a kind of another package may declare axes of its own.
+:mod:`relbench.config` builds these objects from YAML; :mod:`relbench.testing` builds
+them in code.
 """
 
 from __future__ import annotations

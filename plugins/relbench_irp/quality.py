@@ -8,8 +8,8 @@ from typing import ClassVar, Literal
 import lazy_loader
 import numpy as np
 
-from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions, fmt, fmt_interval,
-                          listing, seed_interval, seeded_generator, table)
+from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions, fmt,
+                          fmt_interval, listing, seed_interval, seeded_generator, table)
 from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise
 
 pd = lazy_loader.load("pandas")

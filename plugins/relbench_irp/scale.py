@@ -8,8 +8,8 @@ from typing import ClassVar
 import lazy_loader
 import numpy as np
 
-from relbench.api import (USES, Axis, Bank, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions, fmt,
-                          fmt_interval, predict_logits, seed_interval, table, train_classifier)
+from relbench.api import (USES, Axis, Bank, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions,
+                          fmt, fmt_interval, predict_logits, seed_interval, table, train_classifier)
 from relbench_irp.heads import ACTIVATIONS, mlp_head
 from relbench_irp.quality import sample_ids
 from relbench_irp.translate import TargetDecoder, centre_normalise
