@@ -152,8 +152,8 @@ def main() -> None:
     runner = Runner(suite, registry, quiet=True)
     task_run = next(r for r in runner.plans() if r.task.name == args.task)
     task = task_run.task
-    selector = next(s for s in task.selectors if s.label == args.selector).build()
-    similarities = {s.label: s for s in task.similarities}
+    selector = next(s for s in task.grid["selectors"] if s.label == args.selector).build()
+    similarities = {s.label: s for s in task.grid["similarities"]}
     widths = encoder_widths(task_run)
 
     recorded = {"extra.param_steps": "steps", "extra.param_banks": "banks", "extra.param_train_samples": "rows",

@@ -548,8 +548,8 @@ def training_stages(plans, trainings: pd.DataFrame, widths: dict, counts: dict, 
             tr = by_task.get(task)
             if got is None and not quick and tr is not None and task in widths:
                 (label,) = set(rows.selector)
-                selector = next(s for s in tr.task.selectors if s.label == label).build()
-                sims = {s.label: s for s in tr.task.similarities}
+                selector = next(s for s in tr.task.grid["selectors"] if s.label == label).build()
+                sims = {s.label: s for s in tr.task.grid["similarities"]}
                 _, got, _ = count_trainings(selector, sims, tr.task.num_anchors, widths[task], rows)
                 counts["trainings"][key] = got
             if got is None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from relbench import hookimpl
 from relbench.cache import atomic_write_bytes, default_cache_root, file_sha256
-from relbench.config import EncoderSpec, PluginSpec, Suite, Task
 from relbench.errors import ConfigError, MissingAsset, UserError
 from relbench.interfaces import (
     DIRECTIONS,
@@ -28,6 +27,7 @@ from relbench.interfaces import (
     AnchorContext,
     AnchorSelector,
     Anchors,
+    Axis,
     Bank,
     Dataset,
     DatasetData,
@@ -60,6 +60,7 @@ from relbench.rows import metric_row
 from relbench.samples import predictions as per_sample_predictions
 from relbench.samples import values as per_sample_values
 from relbench.sampling import stratified_split, stratified_subsample
+from relbench.task_model import EncoderSpec, PluginSpec, Suite, Task
 from relbench.testing import (TaskRunDouble, check_anchor_selector, check_dataset, check_encoder, check_metric,
                               check_regularizer, check_similarity, check_stitcher, check_task_kind, make_task, spec)
 from relbench.training import (
@@ -124,6 +125,7 @@ __all__ = [
     "progress_bar",
     # the task model
     "Task",
+    "Axis",
     "PluginSpec",
     "EncoderSpec",
     "Suite",

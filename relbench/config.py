@@ -29,11 +29,12 @@ The schema (every key optional unless marked)::
         dataset: digits          # required: dataset plugin, or {name:, params:}
         encoders:                # list of encoder plugins (required unless the kind trains its own), each
           - {name: trained, label: mlp-s0, view: image, params: {arch: mlp, seed: 0}}
-        grid:                    # each a list of plugin specs; regularizers may hold `none`
+        grid:                    # the axes the kind declares (TaskKind.axes), each a list of plugin specs;
+                                 # an axis that allows it may hold `none`. Stitching's four:
           selectors: [random, stratified]
           similarities: [cosine]
           stitchers: [relative, absolute]
-          regularizers: [none]
+          regularizers: [none]  # the one of the four that may hold `none` (omitted: [none])
         metrics, seeds, num_anchors, device, precision, batch_size, protocol: override the suite's
         published:               # numbers from a paper, shown next to ours on the leaderboard
           - {stitcher: relative, source: rexnet, target: vit-b, metric: weighted_f1,
@@ -68,26 +69,26 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import json
-import importlib.metadata
 import math
 import os
 import re
 import stat
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import yaml
 
 from relbench.errors import TEXT_LIMIT, ConfigError, UnknownPlugin, short_repr, short_text
+from relbench.interfaces import Axis
 from relbench.names import RESERVED_NAMES, valid_task_name
-from relbench.plugins import Registry, did_you_mean, provider_of
+from relbench.plugins import Registry, did_you_mean
 from relbench.precision import DEFAULT as DEFAULT_PRECISION
 from relbench.precision import PRECISION_ENV, PRECISIONS, override
 from relbench.protocol import MAX_VALIDATION, EvaluationProtocol, check_similarities
+from relbench.task_model import EncoderSpec, PluginSpec, Suite, Task
 
 SUITE_KEYS = {"seeds", "device", "precision", "num_anchors", "batch_size", "metrics", "output", "leaderboards", "cache_dir",
               "protocol", "executor", "smoke"}
@@ -100,8 +101,6 @@ CLAIM_KEYS = {"claim", "better", "worse", "measure", "metric", "margin", "test"}
 #: what a score claim may test: a strict ordering, or "at least as good" within the margin
 CLAIM_TESTS = ("superiority", "non-inferiority")
 PUBLISHED_KEYS = {"metric", "value", "reference"}  # plus the task kind's columns
-GRID_KEYS = {"selectors": "selector", "similarities": "similarity", "stitchers": "stitcher",
-             "regularizers": "regularizer"}
 SPEC_KEYS = {"name", "params", "label"}
 ENCODER_KEYS = SPEC_KEYS | {"view"}
 NONE = "none"
@@ -395,119 +394,6 @@ def plugin_fields(cls: type) -> dict[str, tuple[Any, Any]]:
     return out
 
 
-# ----------------------------------------------------------------------------- validated objects
-
-
-@dataclass
-class PluginSpec:
-    """One validated plugin choice: which class, with which parameters, shown as which
-    label, provided by which distribution (``package``: name and version)."""
-
-    interface: str
-    name: str
-    params: dict[str, Any]
-    label: str
-    cls: type | None = None
-    package: str = ""
-
-    def build(self):
-        """A fresh instance of the plugin with these parameters."""
-        return self.cls(**self.params)
-
-    def full_params(self) -> dict[str, Any]:
-        """Every parameter, defaults included (what a result row records)."""
-        return self.build().params() if self.cls else {}
-
-    def identity(self) -> dict[str, Any]:
-        """What identifies this choice in a unit's fingerprint: the class, every
-        parameter with defaults resolved (a tunable one the tasks file leaves open by its
-        candidates), the providing package and version, and the author's own
-        ``version`` of the method. The label is not part of it. Computed once per spec
-        and parameters (treat the result as read-only)."""
-        memo = (self.interface, self.name, json.dumps(self.params, sort_keys=True, default=repr), self.cls,
-                self.package)
-        if getattr(self, "_identity", (None,))[0] != memo:
-            self._identity = (memo, self._identity_now())
-        return self._identity[1]
-
-    def _identity_now(self) -> dict[str, Any]:
-        cls = self.cls
-        params = self.full_params()
-        for name, tunable in getattr(cls, "tunable", {}).items():  # open: chosen on validation data
-            if name not in self.params:
-                params[name] = {"tuned_over": list(tunable.values), "relative_to": tunable.relative_to}
-        return {"class": f"{cls.__module__}:{cls.__qualname__}" if cls else self.name,
-                "params": params, "package": self.package or package_of(cls),
-                "version": str(getattr(cls, "version", ""))}
-
-
-@functools.lru_cache(maxsize=None)
-def _distributions() -> dict[str, list[str]]:
-    return importlib.metadata.packages_distributions()
-
-
-def package_of(cls: type | None) -> str:
-    """The installed distribution ("name version") that provides ``cls``'s module, for a
-    spec built in code rather than from a tasks file ("" when none does)."""
-    if cls is None:
-        return ""
-    provider = provider_of(cls.__module__)
-    if provider:
-        return provider
-    names = _distributions().get(cls.__module__.split(".")[0], [])
-    return f"{names[0]} {importlib.metadata.version(names[0])}" if names else ""
-
-
-@dataclass
-class EncoderSpec(PluginSpec):
-    """An encoder choice plus the data-set view it reads."""
-
-    view: str | None = None
-
-
-@dataclass
-class Task:
-    """One validated task."""
-
-    name: str
-    kind: PluginSpec
-    dataset: PluginSpec
-    encoders: list[EncoderSpec]
-    selectors: list[PluginSpec]
-    similarities: list[PluginSpec]
-    stitchers: list[PluginSpec]
-    regularizers: list[PluginSpec | None]
-    metrics: list[PluginSpec]
-    seeds: list[int]
-    num_anchors: int
-    device: str
-    batch_size: int
-    description: str = ""
-    #: the numeric precision of the task's heavy loops (:mod:`relbench.precision`)
-    precision: str = DEFAULT_PRECISION
-    file: str = ""
-    published: list[dict] = field(default_factory=list)
-    claims: list[dict] = field(default_factory=list)
-    protocol: EvaluationProtocol = field(default_factory=EvaluationProtocol)
-
-
-@dataclass
-class Suite:
-    """A validated tasks file."""
-
-    file: Path
-    tasks: list[Task]
-    output: Path
-    leaderboards: Path
-    cache_dir: Path | None
-    device: str
-    executor: str = "local"
-    #: a smoke suite: its first line and its pages say it is not for citation, and
-    #: ``relbench publish`` refuses it
-    smoke: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 # ----------------------------------------------------------------------------- validation
 
 
@@ -773,29 +659,16 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
                            f"give each encoder a distinct `label`.")
     grid_raw = raw.get("grid") or {}
     gwhere = where.child("grid", raw)
-    _expect(grid_raw, dict, gwhere, "a mapping with selectors, similarities, stitchers, regularizers")
-    _check_keys(grid_raw, set(GRID_KEYS), gwhere, "grid")
+    _check_grid_keys(grid_raw, kind, gwhere)
     bound = _unit_bound(len(settings["seeds"]), len(raw.get("encoders", [])),
                         [len(axis) if isinstance(axis, list) else 1 for axis in grid_raw.values()])
     if bound > MAX_TASK_UNITS:  # before thousands of grid entries are validated
         raise where.error(f"task {name!r} asks for up to {bound:,} units of work (seeds × encoders × each grid "
                           f"list's length), more than the {MAX_TASK_UNITS:,} one task may plan; split it into tasks "
                           f"over fewer seeds, encoders or grid entries.")
-    grid = {}
-    for key, interface in GRID_KEYS.items():
-        if key in grid_raw:
-            grid[key] = _spec_list(grid_raw[key], interface, registry, gwhere.child(key, grid_raw),
-                                   allow_none=key == "regularizers")
-        else:
-            grid[key] = [None] if key == "regularizers" else []
+    grid = {key: _axis_entries(grid_raw, key, axis, registry, gwhere) for key, axis in kind.cls.axes.items()}
     if not kind.cls.holds_out_sources:
-        for i, sel in enumerate(grid["selectors"]):
-            if sel.cls.learns_from_banks:
-                raise gwhere.child("selectors", grid_raw).child(i, grid_raw["selectors"]).error(
-                    f"anchor selector {sel.name!r} learns from the encoders' banks, and task kind {kind.name!r} "
-                    f"evaluates encoders without holding them out of anchor selection, so the anchors would have "
-                    f"seen the space they are evaluated in. Use random, stratified or parallel anchors here, or "
-                    f"a task kind that holds each evaluated encoder out (e.g. stitching).")
+        _refuse_learned_anchors(grid, grid_raw, kind, gwhere)
     metrics = _spec_list(raw.get("metrics", settings["metrics"]), "metric", registry,
                          where.child("metrics", raw) if "metrics" in raw else where)
     description = raw.get("description", "")
@@ -822,9 +695,8 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
                     "metric's own, 0.01 for most)")
             if isinstance(entry["margin"], bool) or entry["margin"] < 0:
                 raise ewhere.child("margin", entry).error("expected a number ≥ 0 in the metric's units.")
-    task = Task(name=name, kind=kind, dataset=dataset, encoders=encoders, selectors=grid["selectors"],
-                similarities=grid["similarities"], stitchers=grid["stitchers"],
-                regularizers=grid["regularizers"], metrics=metrics, seeds=settings["seeds"],
+    task = Task(name=name, kind=kind, dataset=dataset, encoders=encoders, grid=grid, metrics=metrics,
+                seeds=settings["seeds"],
                 num_anchors=settings["num_anchors"], device=settings["device"],
                 precision=settings.get("precision", DEFAULT_PRECISION), batch_size=settings["batch_size"], description=description, file=str(where.file),
                 published=[dict(e) for e in published], claims=[dict(c) for c in claims],
@@ -837,16 +709,50 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
     return task
 
 
+def _check_grid_keys(grid_raw: Any, kind: PluginSpec, where: _Where) -> None:
+    """``grid:`` is a mapping whose keys are axes the task's kind declares."""
+    axes = list(kind.cls.axes)
+    if not axes:
+        _expect(grid_raw, dict, where, "a mapping")
+        if grid_raw:
+            key = next(iter(grid_raw))
+            raise where.child(key, grid_raw).error(f"unknown grid key {short_repr(key)}; task kind {kind.name!r} "
+                                                   f"declares no grid axes, so remove `grid:`.")
+        return
+    _expect(grid_raw, dict, where, f"a mapping with {', '.join(axes)}")
+    _check_keys(grid_raw, set(axes), where, "grid")
+
+
+def _axis_entries(grid_raw: dict, key: str, axis: Axis, registry: Registry, where: _Where) -> list:
+    """The validated entries of axis ``key`` (what the axis holds when omitted)."""
+    if key not in grid_raw:
+        return axis.omitted()
+    return _spec_list(grid_raw[key], axis.interface, registry, where.child(key, grid_raw),
+                      allow_none=axis.allows_none)
+
+
+def _refuse_learned_anchors(grid: dict, grid_raw: dict, kind: PluginSpec, where: _Where) -> None:
+    """Refuse, for a kind that does not hold the evaluated encoder out of anchor
+    selection, a selector of any axis that learns from the encoders' banks."""
+    for key, entries in grid.items():
+        for i, sel in enumerate(entries):
+            if sel is not None and sel.interface == "selector" and sel.cls.learns_from_banks:
+                raise where.child(key, grid_raw).child(i, grid_raw[key]).error(
+                    f"anchor selector {sel.name!r} learns from the encoders' banks, and task kind {kind.name!r} "
+                    f"evaluates encoders without holding them out of anchor selection, so the anchors would have "
+                    f"seen the space they are evaluated in. Use random, stratified or parallel anchors here, or "
+                    f"a task kind that holds each evaluated encoder out (e.g. stitching).")
+
+
 def _unit_bound(seeds: int, encoders: int, axes: list[int]) -> int:
     return seeds * max(1, encoders) * math.prod(max(1, n) for n in axes)
 
 
 def unit_bound(task: Task) -> int:
     """An upper bound on the units a task plans, from its shape alone: seeds × encoders
-    × the length of each grid list (a kind plans at most one unit per seed, target
-    encoder and grid point)."""
-    return _unit_bound(len(task.seeds), len(task.encoders), [len(task.selectors), len(task.similarities),
-                                                             len(task.stitchers), len(task.regularizers)])
+    × the length of each axis of its grid (the axes its kind declares: a kind plans at
+    most one unit per seed, target encoder and grid point)."""
+    return _unit_bound(len(task.seeds), len(task.encoders), [len(axis) for axis in task.grid.values()])
 
 
 def _top(raw: Any, where: _Where) -> dict:

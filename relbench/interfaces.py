@@ -29,7 +29,7 @@ from relbench.sharing import SharedWork
 if TYPE_CHECKING:  # only for annotations: the core modules import this one
     import pandas as pd
 
-    from relbench.config import PluginSpec, Task
+    from relbench.task_model import PluginSpec, Task
     from relbench.pages import Page
 
 torch = lazy_loader.load("torch")
@@ -844,6 +844,36 @@ class TaskRunAPI(Protocol):
         """A progress bar for the kind's own loops."""
 
 
+@dataclass(frozen=True)
+class Axis:
+    """One axis of a task kind's grid (:attr:`TaskKind.axes`): under ``grid:`` in a tasks
+    file, a list of plugin choices of one interface, e.g. ``Axis("selector")`` for
+    ``selectors: [random, fps]``.
+
+    Parameters:
+        interface: the plugin interface of its entries: a key of :data:`INTERFACES`
+            other than ``"task_kind"`` (``"selector"``, ``"similarity"``, ``"stitcher"``,
+            ``"regularizer"`` …).
+        allows_none: entries may be ``none`` (a grid point without a plugin of this
+            axis, held as ``None``); a task that omits the axis then holds ``[None]``.
+            Otherwise an omitted axis holds no entry (``[]``).
+    """
+
+    interface: str
+    allows_none: bool = False
+
+    def __post_init__(self) -> None:
+        choices = [name for name in INTERFACES if name != TaskKind.interface]
+        if self.interface not in choices:
+            raise ValueError(f"a grid axis holds plugins of one interface; {self.interface!r} is none of "
+                             f"{', '.join(choices)}.")
+
+    def omitted(self) -> list[None]:
+        """What a task that leaves the axis out holds: ``[None]`` where ``none`` is
+        allowed (one grid point without such a plugin), else nothing."""
+        return [None] if self.allows_none else []
+
+
 class TaskKind(Plugin, ABC):
     """A protocol of evaluation (stitching, word neighbourhoods, reconstruction …).
 
@@ -853,7 +883,8 @@ class TaskKind(Plugin, ABC):
     the results store's identities come from it), computes them in :meth:`run` through a
     :class:`TaskRunAPI`, and draws its page from stored rows in :meth:`page`. It may
     add one section to the leaderboard index from what its pages recorded
-    (:meth:`index_cells`, :meth:`index_section`).
+    (:meth:`index_cells`, :meth:`index_section`). The :attr:`axes` it declares are the
+    keys a task of this kind may set under ``grid:``.
     """
 
     interface: ClassVar[str] = "task_kind"
@@ -877,6 +908,13 @@ class TaskKind(Plugin, ABC):
     #: True for the one kind a task without ``kind:`` gets (two installed kinds
     #: claiming it is an error)
     is_default: ClassVar[bool] = False
+    #: the axes of this kind's grid, by the key a task sets under ``grid:`` (e.g.
+    #: ``{"selectors": Axis("selector"), "regularizers": Axis("regularizer",
+    #: allows_none=True)}``): the tasks file may set only these, each a list of plugins of
+    #: the axis's interface, and ``task.grid`` holds every one of them (an omitted axis as
+    #: :meth:`Axis.omitted`). A task's unit bound multiplies its seeds and encoders by
+    #: each axis's length. Default: no grid.
+    axes: ClassVar[Mapping[str, Axis]] = {}
 
     def validate(self, task: Task) -> None:
         """Check the task against this protocol before any work starts; raise
@@ -970,6 +1008,7 @@ __all__ = [
     "AnchorContext",
     "AnchorSelector",
     "Anchors",
+    "Axis",
     "DIRECTIONS",
     "Diagnostic",
     "Direction",

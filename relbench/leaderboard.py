@@ -39,7 +39,6 @@ from tabulate import tabulate
 
 from relbench import __version__, crosstask
 from relbench.cache import atomic_write_bytes
-from relbench.config import Task
 from relbench.errors import OutputNotWritable
 from relbench.export import flatten, write
 from relbench.identity import fingerprint
@@ -53,6 +52,7 @@ from relbench.results import ResultStore
 from relbench.rows import TASK_ERROR
 from relbench.claims import cell_count, claims_section, filtered
 from relbench.uncertainty import fmt_interval
+from relbench.task_model import Task
 
 pd = lazy_loader.load("pandas")
 

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only for annotations: a worker imports this module before anything heavy
-    from relbench.config import Suite, Task
+    from relbench.task_model import Suite, Task
 
 #: Environment variable through which a worker learns the command the user typed.
 COMMAND_ENV = "RELBENCH_RUN_COMMAND"
@@ -58,9 +58,9 @@ PR_SET_PDEATHSIG = 1
 
 
 def grid_weight(task: Task) -> int:
-    """A rough cost of a task from its shape: encoders × seeds × grid points."""
-    return (max(1, len(task.encoders)) * len(task.seeds) * max(1, len(task.similarities)) *
-            max(1, len(task.stitchers)) * max(1, len(task.selectors)))
+    """A rough cost of a task from its shape: the number of units its kind plans
+    (:meth:`~relbench.interfaces.TaskKind.plan`, from the task alone), at least 1."""
+    return max(1, len(task.kind.build().plan(task)))
 
 
 def estimated_seconds(tasks: list[Task], todo: dict[str, int], measured: dict[str, list[float]]) -> dict[str, float]:

@@ -28,7 +28,7 @@ import numpy as np
 from relbench.sampling import stratified_split, stratified_subsample
 
 if TYPE_CHECKING:
-    from relbench.config import Task
+    from relbench.task_model import Task
 
 #: the fraction of a seed's training draw held out for validation when the tasks file
 #: does not say (a common choice; ≥ 1,000 validation samples at the suite's 5,000)
@@ -70,7 +70,7 @@ def check_similarities(task: Task) -> None:
     protocol)."""
     if task.protocol.evaluation != "inductive":
         return
-    for spec in task.similarities:
+    for spec in task.specs("similarity"):
         similarity = spec.build()
         if not similarity.transductive():
             continue

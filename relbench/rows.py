@@ -8,8 +8,8 @@ import math
 import numbers
 from typing import Any
 
-from relbench.config import PluginSpec, Task
 from relbench.interfaces import USES, Metric, ResultRow, TaskKind, UnitKey
+from relbench.task_model import PluginSpec, Task
 
 #: the unit id under which a whole task's failure is stored (not a unit of any plan)
 TASK_ERROR = "task-error"

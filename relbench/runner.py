@@ -30,7 +30,6 @@ import numpy as np
 
 from relbench import __version__
 from relbench.cache import RESERVED_FIELDS, EmbeddingCache, identity_key
-from relbench.config import EncoderSpec, PluginSpec, Suite, Task
 from relbench.descriptions import Descriptions, check_same, loaded
 from relbench.identity import (PROTOCOL_VERSION, changed_fields, explain, fingerprint, key_json, relabelled,
                                same_plugins)
@@ -52,6 +51,7 @@ from relbench.progress import SuiteBar
 from relbench.protocol import Draw, draw
 from relbench.results import ResultStore, TaskLines, environment, git_revision
 from relbench.sharing import SharedWork, learned_anchors
+from relbench.task_model import EncoderSpec, PluginSpec, Suite, Task
 from relbench.training import NonFinite
 from relbench.rows import TASK_ERROR, display_key, flat_row
 
@@ -312,7 +312,7 @@ class TaskRun:
     def _check_sizes(self) -> None:
         """User errors that only the data reveal, before any work."""
         fit = min(len(self.draw(seed).fit) for seed in self.task.seeds)
-        if self.task.selectors and self.task.num_anchors > fit:
+        if self.task.specs("selector") and self.task.num_anchors > fit:
             raise ConfigError(f"task {self.task.name!r}: num_anchors is {self.task.num_anchors} but each seed fits on "
                               f"only {fit} training samples of data set {self.task.dataset.label!r} (its training "
                               f"draw less the validation part) to draw anchors from. Lower `num_anchors`, or raise "
@@ -414,7 +414,7 @@ class TaskRun:
 
     def _pool_needs(self) -> list[BankNeed]:
         """The training banks of the anchor pools the task's selectors declare."""
-        pools = dict.fromkeys(name for sel in self.task.selectors for name in sel.build().pools())
+        pools = dict.fromkeys(name for sel in self.task.specs("selector") for name in sel.build().pools())
         return [need for pool in pools for need in self._needs(pool, ("train",))]
 
     def _needs(self, pool: str | None, splits: tuple[str, ...]) -> list[BankNeed]:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from relbench.cache import ArtefactCache
-    from relbench.config import PluginSpec
+    from relbench.task_model import PluginSpec
     from relbench.interfaces import AnchorContext, AnchorSelector, Anchors
     from relbench.runner import TaskRun
 

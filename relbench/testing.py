@@ -3,10 +3,10 @@
 :class:`TaskRunDouble` implements :class:`relbench.interfaces.TaskRunAPI` over banks you
 build in a test; it stores rows exactly as the runner would (:func:`relbench.rows.flat_row`)
 and enforces the runner's contract: a unit must be in the kind's plan, and is computed
-at most once. :func:`make_task` builds a real :class:`relbench.config.Task` from plugin
+at most once. :func:`make_task` builds a real :class:`relbench.task_model.Task` from plugin
 classes, without a tasks file::
 
-    task = make_task(MyKind, encoders=["a", "b"], selectors=[spec(RandomAnchors)])
+    task = make_task(MyKind, encoders=["a", "b"], grid={"selectors": [spec(RandomAnchors)]})
     run = TaskRunDouble(task, banks={"train": {...}, "test": {...}}, dataset=data, tmp=tmp_path)
     run.run()
     df = run.frame()   # what the kind's page() would receive
@@ -50,7 +50,6 @@ from typing import Any, ClassVar, Literal
 import lazy_loader
 import numpy as np
 
-from relbench.config import EncoderSpec, PluginSpec, Task
 from relbench.identity import key_json
 from relbench.protocol import EvaluationProtocol
 from relbench.interfaces import (AGGREGATIONS, INVARIANCES, METRIC_OUTPUTS, AnchorContext, AnchorSelector, Anchors,
@@ -59,6 +58,7 @@ from relbench.interfaces import (AGGREGATIONS, INVARIANCES, METRIC_OUTPUTS, Anch
                                  Similarity, Split, StitchSide, Stitcher, StitcherRole, UnitKey)
 from relbench.rows import display_key, flat_row
 from relbench.sharing import SharedWork
+from relbench.task_model import EncoderSpec, PluginSpec, Task
 
 pd = lazy_loader.load("pandas")
 torch = lazy_loader.load("torch")
@@ -127,20 +127,29 @@ def spec(cls: type, interface: str | None = None, label: str | None = None, **pa
 
 
 def make_task(kind: type | PluginSpec, *, name: str = "t", encoders: list[str] = (), dataset: str = "data",
-              selectors: list[PluginSpec] = (), similarities: list[PluginSpec] = (),
-              stitchers: list[PluginSpec] = (), regularizers: list[PluginSpec | None] = (None,),
-              metrics: list[PluginSpec] = (), seeds: list[int] = (0,), num_anchors: int = 20,
+              grid: dict[str, list[PluginSpec | None]] | None = None, metrics: list[PluginSpec] = (),
+              seeds: list[int] = (0,), num_anchors: int = 20,
               protocol: EvaluationProtocol = EvaluationProtocol(validation=0.0), **kind_params: Any) -> Task:
     """A :class:`Task` of ``kind`` (a class, with ``kind_params``, or a spec) over encoders
-    named by label. The default ``protocol`` has no validation part (nothing tuned); to
-    test tuning, pass one with ``validation > 0`` and give the double ``"validation"``
-    banks."""
+    named by label, with ``grid`` (axis → plugin specs) over the axes the kind declares
+    (:attr:`~relbench.interfaces.TaskKind.axes`; an axis left out holds what a tasks file
+    that omits it gets). The default ``protocol`` has no validation part (nothing tuned);
+    to test tuning, pass one with ``validation > 0`` and give the double
+    ``"validation"`` banks."""
     kind_spec = kind if isinstance(kind, PluginSpec) else spec(kind, "task_kind", **kind_params)
     return Task(name=name, kind=kind_spec, dataset=PluginSpec("dataset", dataset, {}, dataset),
                 encoders=[EncoderSpec("encoder", label, {}, label) for label in encoders],
-                selectors=list(selectors), similarities=list(similarities), stitchers=list(stitchers),
-                regularizers=list(regularizers), metrics=list(metrics), seeds=list(seeds), num_anchors=num_anchors,
-                device="cpu", batch_size=64, protocol=protocol)
+                grid=_grid(kind_spec.cls, grid or {}), metrics=list(metrics), seeds=list(seeds),
+                num_anchors=num_anchors, device="cpu", batch_size=64, protocol=protocol)
+
+
+def _grid(kind: type, given: dict[str, list[PluginSpec | None]]) -> dict[str, list[PluginSpec | None]]:
+    """``given`` over every axis ``kind`` declares; an axis it does not declare is a
+    ``TypeError`` (a tasks file would refuse it)."""
+    unknown = sorted(set(given) - set(kind.axes))
+    if unknown:
+        raise TypeError(f"task kind {kind.name!r} declares no grid axis {unknown}; its axes are {list(kind.axes)}")
+    return {key: list(given[key]) if key in given else axis.omitted() for key, axis in kind.axes.items()}
 
 
 class TaskRunDouble:

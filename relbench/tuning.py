@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from relbench.config import PluginSpec
 from relbench.interfaces import Direction, Tunable
+from relbench.task_model import PluginSpec
 
 T = TypeVar("T")
 

@@ -38,19 +38,21 @@ def digit_images() -> DatasetData:
 
 def cases(registry) -> dict[str, tuple]:
     """Every registered kind → (banks, dataset, task settings), small enough for seconds."""
-    grid = {"selectors": [spec(registry.get("selector", "random"))], "num_anchors": 16, "seeds": [0, 1]}
-    similarities = [spec(registry.get("similarity", "cosine"))]
+    selectors = {"selectors": [spec(registry.get("selector", "random"))]}
+    common = {"grid": selectors, "num_anchors": 16, "seeds": [0, 1]}
+    similarities = {**selectors, "similarities": [spec(registry.get("similarity", "cosine"))]}
     return {
         "stitching": (blob_banks(), CLASSES, dict(
-            grid, similarities=similarities, metrics=[spec(registry.get("metric", "accuracy"))],
-            stitchers=[spec(registry.get("stitcher", name), epochs=2) for name in ("relative", "absolute")])),
-        "word-neighbourhoods": (word_banks(), None, dict(grid, k=5, max_words=100)),
-        "reconstruction": ({}, digit_images(), dict(grid, encoders=[], latent_dim=8, hidden=32, epochs=1,
+            common, metrics=[spec(registry.get("metric", "accuracy"))],
+            grid={**similarities, "stitchers": [spec(registry.get("stitcher", name), epochs=2)
+                                                for name in ("relative", "absolute")]})),
+        "word-neighbourhoods": (word_banks(), None, dict(common, k=5, max_words=100)),
+        "reconstruction": ({}, digit_images(), dict(common, encoders=[], latent_dim=8, hidden=32, epochs=1,
                                                     train_samples=100, test_samples=50)),
-        "proxy": (blob_banks(), CLASSES, dict(grid, encoders=["a"], similarities=similarities, epochs=[1], widths=[8],
+        "proxy": (blob_banks(), CLASSES, dict(common, encoders=["a"], grid=similarities, epochs=[1], widths=[8],
                                               activations=["relu"], model_seeds=[0, 1], reference_epochs=1)),
-        "translation-quality": (blob_banks(), CLASSES, dict(grid, omegas=[1], deltas=[0.3], max_samples=60)),
-        "scale-invariance": (blob_banks(), CLASSES, dict(grid, alphas=[1.0, 10.0], activations=["relu"], epochs=1,
+        "translation-quality": (blob_banks(), CLASSES, dict(common, omegas=[1], deltas=[0.3], max_samples=60)),
+        "scale-invariance": (blob_banks(), CLASSES, dict(common, alphas=[1.0, 10.0], activations=["relu"], epochs=1,
                                                          hidden=16, omega=1, delta=0.3, max_samples=60)),
     }
 

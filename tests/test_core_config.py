@@ -37,7 +37,7 @@ def test_good_file_validates(registry, write_yaml):
     assert task.seeds == [0, 1] and task.num_anchors == 8
     assert [e.label for e in task.encoders] == ["a", "b"]
     assert task.encoders[1].params == {"seed": 2, "scale": 3.0}
-    assert [s.label for s in task.stitchers] == ["relative", "absolute"]
+    assert [s.label for s in task.grid["stitchers"]] == ["relative", "absolute"]
 
 
 def test_malformed_yaml_names_line(registry, write_yaml):

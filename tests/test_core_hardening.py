@@ -54,7 +54,7 @@ def test_duplicate_yaml_keys_are_refused_but_anchor_overrides_are_not(registry, 
     text = "x-head: &head {epochs: 2, lr: 0.01}\n" + TASKS.replace(
         "{name: relative, params: {epochs: 2}}", "{name: relative, params: {<<: *head, epochs: 3}}")
     task = load_suite(write_yaml(text), registry).tasks[0]
-    assert task.stitchers[0].params == {"epochs": 3, "lr": 0.01}
+    assert task.grid["stitchers"][0].params == {"epochs": 3, "lr": 0.01}
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -17,6 +17,8 @@ from types import SimpleNamespace
 import pytest
 
 import relbench.parallel as parallel
+import toy_plugins
+from relbench.testing import make_task
 
 TESTS = Path(__file__).resolve().parent
 
@@ -269,8 +271,7 @@ def test_task_names_reach_workers_as_exact_patterns_never_options(monkeypatch, t
             pass
 
     monkeypatch.setattr(parallel.subprocess, "Popen", Worker)
-    tasks = [SimpleNamespace(name=n, dataset=SimpleNamespace(name=n), encoders=[], seeds=[0], similarities=[],
-                             stitchers=[], selectors=[]) for n in names]
+    tasks = [_task(n, n) for n in names]
     suite = SimpleNamespace(file=tmp_path / "tasks.yaml")
     assert parallel.run_parallel(suite, tasks, 2, ["--force"], "relbench run", quiet=True) == 0
     assert len(started) == len(names)
@@ -282,18 +283,18 @@ def test_task_names_reach_workers_as_exact_patterns_never_options(monkeypatch, t
     assert all("--task" not in cmd for cmd in started)
 
 
-def _task(name, data, encoders=2):
-    return SimpleNamespace(name=name, dataset=SimpleNamespace(name=data), encoders=[0] * encoders, seeds=[0],
-                           similarities=[], stitchers=[], selectors=[])
+def _task(name, data, seeds=1):
+    """A task of the toy tally kind, which plans two units per seed."""
+    return make_task(toy_plugins.Tally, name=name, dataset=data, seeds=list(range(seeds)))
 
 
 def test_estimated_seconds_use_what_the_store_measured():
-    light, heavy, new = _task("light", "a"), _task("heavy", "a"), _task("new", "b", encoders=4)
+    light, heavy, new = _task("light", "a"), _task("heavy", "a"), _task("new", "b", seeds=2)
     est = parallel.estimated_seconds([light, heavy, new], {"light": 10, "heavy": 5, "new": 3},
                                      {"light": [1.0, 3.0], "heavy": [40.0], "new": []})
     assert est["light"] == 10 * 2.0 and est["heavy"] == 5 * 40.0
-    # never measured: the median seconds per unit and grid weight of the measured ones (2 encoders
-    # → 1.0 or 20.0 per weight unit; median of two is the upper), scaled by its own weight (4)
+    # never measured: the median seconds per unit and grid weight of the measured ones (2 planned
+    # units → 1.0 or 20.0 per weight unit; median of two is the upper), scaled by its own weight (4)
     assert est["new"] == 3 * 20.0 * 4
     assert parallel.estimated_seconds([new], {"new": 3}, {}) == {"new": 4.0}  # nothing measured: the grid
 

@@ -76,8 +76,9 @@ DATA = DatasetData("blobs", {}, [str(i) for i in range(5)], {"x": "image"}, "x")
 
 
 def _run(tmp_path, similarity, poison_test=False):
-    task = make_task(Stitching, encoders=["a", "b"], selectors=[spec(RandomAnchors)], similarities=[similarity],
-                     stitchers=[spec(RelativeDecoder, epochs=8, batch_size=32)], metrics=[spec(Accuracy)],
+    task = make_task(Stitching, encoders=["a", "b"], metrics=[spec(Accuracy)],
+                     grid={"selectors": [spec(RandomAnchors)], "similarities": [similarity],
+                           "stitchers": [spec(RelativeDecoder, epochs=8, batch_size=32)]},
                      protocol=EvaluationProtocol(validation=0.25))
     run = TaskRunDouble(task, banks=_banks(poison_test=poison_test), dataset=DATA, tmp=tmp_path)
     run.run()

@@ -41,8 +41,8 @@ SELECTORS = [spec(RandomAnchors), spec(StratifiedAnchors)]
 
 
 def _run(stitchers, selectors, seeds=(0, 1)) -> TaskRunDouble:
-    task = make_task(Stitching, encoders=["a", "b"], selectors=selectors, similarities=[spec(Cosine)],
-                     stitchers=stitchers, metrics=[spec(Accuracy)], seeds=list(seeds), num_anchors=16,
+    task = make_task(Stitching, encoders=["a", "b"], metrics=[spec(Accuracy)], seeds=list(seeds), num_anchors=16,
+                     grid={"selectors": selectors, "similarities": [spec(Cosine)], "stitchers": stitchers},
                      protocol=EvaluationProtocol(validation=0.2))
     run = TaskRunDouble(task, banks=_banks(), dataset=DATA)
     run.run()

@@ -79,6 +79,6 @@ def test_any_similarity_declaring_itself_transductive_is_refused_only_under_the_
 
     similarities = [spec(BatchCentred, label="centred")]
     with pytest.raises(ValueError, match="'centred' is transductive.*choose another one.*evaluation: transductive"):
-        check_similarities(make_task(Stitching, similarities=similarities))
-    check_similarities(make_task(Stitching, similarities=similarities,
+        check_similarities(make_task(Stitching, grid={"similarities": similarities}))
+    check_similarities(make_task(Stitching, grid={"similarities": similarities},
                                  protocol=EvaluationProtocol(evaluation="transductive")))

@@ -178,7 +178,7 @@ DIGITS = DatasetData("digits", {}, [str(i) for i in range(10)], {"image": "image
 def double(kind, tmp_path, banks=BANKS, **params):
     """A TaskRunDouble of ``kind`` over the three digit encoders, random anchors, with a
     validation part."""
-    task = make_task(kind, encoders=list(BANKS["train"]), selectors=[spec(RandomAnchors)], num_anchors=150,
+    task = make_task(kind, encoders=list(BANKS["train"]), grid={"selectors": [spec(RandomAnchors)]}, num_anchors=150,
                      protocol=EvaluationProtocol(validation=0.2), **params)
     return TaskRunDouble(task, banks=banks, dataset=DIGITS, tmp=tmp_path)
 

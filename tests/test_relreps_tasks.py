@@ -71,7 +71,7 @@ def test_word_neighbourhoods_relative_survives_rotation_absolute_does_not(tmp_pa
 
 def test_word_neighbourhoods_plan_lists_exactly_its_units(tmp_path):
     sims = [spec(Cosine), spec(Cosine, label="cosine-centred", center=True)]
-    run = _word_run(tmp_path, seeds=[0, 1], similarities=sims)
+    run = _word_run(tmp_path, seeds=[0, 1], grid={"similarities": sims})
     plan = run.kind.plan(run.task)
     assert len(plan) == 1 + 2 * 1 * 2  # absolute + seeds × selectors × similarities
     run.run()  # the double refuses a unit outside the plan and a unit computed twice
@@ -167,7 +167,7 @@ DIGITS = SimpleNamespace(class_names=[str(i) for i in range(10)])
 
 
 def test_proxy_correlates_similarity_and_accuracy(tmp_path):
-    task = make_task(PerformanceProxy, encoders=["pix"], num_anchors=50, selectors=[spec(RandomAnchors)],
+    task = make_task(PerformanceProxy, encoders=["pix"], num_anchors=50, grid={"selectors": [spec(RandomAnchors)]},
                      epochs=[1, 2, 8], widths=[8, 32], activations=["relu"], model_seeds=[0], reference_epochs=15,
                      lr=3e-3)
     run = TaskRunDouble(task, _digits_banks(), dataset=DIGITS, tmp=tmp_path)
@@ -185,7 +185,7 @@ def test_proxy_correlates_similarity_and_accuracy(tmp_path):
 
 def test_proxy_plan_lists_exactly_its_units(tmp_path):
     sims = [spec(Cosine), spec(Cosine, label="cosine-centred", center=True)]
-    task = make_task(PerformanceProxy, encoders=["pix"], seeds=[0, 1], num_anchors=20, similarities=sims,
+    task = make_task(PerformanceProxy, encoders=["pix"], seeds=[0, 1], num_anchors=20, grid={"similarities": sims},
                      epochs=[1], widths=[8], activations=["relu"], model_seeds=[0, 1], reference_epochs=1)
     run = TaskRunDouble(task, _digits_banks(), dataset=DIGITS, tmp=tmp_path)
     plan = run.kind.plan(task)

@@ -40,7 +40,7 @@ def test_default_suite_has_three_seeds_and_every_task_kind():
     assert all(len(t.seeds) >= 3 for t in suite.tasks)
     assert {t.kind.name for t in suite.tasks} == set(registry.names("task_kind"))
     used = {(s.interface, s.name) for t in suite.tasks
-            for s in [*t.selectors, *t.similarities, *t.stitchers, *[r for r in t.regularizers if r]]}
+            for axis in t.grid.values() for s in axis if s is not None}
     for interface in ("selector", "similarity", "stitcher"):
         assert {n for i, n in used if i == interface} == set(registry.names(interface)), interface
 

@@ -8,8 +8,8 @@ from typing import ClassVar, Literal
 import lazy_loader
 import numpy as np
 
-from relbench.api import (Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions, fmt, fmt_interval,
-                          listing, seed_interval, seeded_generator, table)
+from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions, fmt,
+                          fmt_interval, listing, seed_interval, seeded_generator, table)
 from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise
 
 pd = lazy_loader.load("pandas")
@@ -68,6 +68,7 @@ class TranslationQuality(TaskKind):
     name: ClassVar[str] = "translation-quality"
     columns: ClassVar[tuple[str, ...]] = ("selector", "target", "source", "omega", "delta")
     paired_on: ClassVar[tuple[str, ...]] = ("target", "source")  # claims pair their sides on these
+    axes: ClassVar[dict[str, Axis]] = {"selectors": Axis("selector")}
     omegas: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
     deltas: list[float] = field(default_factory=lambda: [0.5, 0.6, 0.65, 0.7, 0.75, 0.8])
     pinv: PinvKind = "plain"
@@ -86,14 +87,14 @@ class TranslationQuality(TaskKind):
 
     def validate(self, task: Task) -> None:
         """The grid names at least one anchor selector (every unit is one selector's)."""
-        if not task.selectors:
+        if not task.grid["selectors"]:
             raise ValueError("translation-quality needs at least one anchor selector in grid.selectors, "
                              "e.g. `selectors: [random]`.")
 
     def plan(self, task: Task) -> list[UnitKey]:
         """One unit per (seed, selector, target): every source × ω × δ."""
         return [{"seed": seed, "selector": sel, "target": target}
-                for seed in task.seeds for sel in task.selectors for target in task.encoders]
+                for seed in task.seeds for sel in task.grid["selectors"] for target in task.encoders]
 
     def run(self, run: TaskRunAPI) -> None:
         """Compute the planned units not yet stored, each on its seed's draw: anchors

@@ -8,8 +8,8 @@ from typing import ClassVar
 import lazy_loader
 import numpy as np
 
-from relbench.api import (USES, Bank, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions, fmt,
-                          fmt_interval, predict_logits, seed_interval, table, train_classifier)
+from relbench.api import (USES, Axis, Bank, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions,
+                          fmt, fmt_interval, predict_logits, seed_interval, table, train_classifier)
 from relbench_irp.heads import ACTIVATIONS, mlp_head
 from relbench_irp.quality import sample_ids
 from relbench_irp.translate import TargetDecoder, centre_normalise
@@ -67,6 +67,7 @@ class ScaleInvariance(TaskKind):
     name: ClassVar[str] = "scale-invariance"
     columns: ClassVar[tuple[str, ...]] = ("activation", "target", "input", "source", "selector", "alpha")
     paired_on: ClassVar[tuple[str, ...]] = ("target", "input", "source")  # claims pair their sides on these
+    axes: ClassVar[dict[str, Axis]] = {"selectors": Axis("selector")}
     alphas: list[float] = field(default_factory=lambda: [0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0])
     activations: list[str] = field(default_factory=lambda: list(ACTIVATIONS))
     hidden: int = 256
@@ -93,7 +94,7 @@ class ScaleInvariance(TaskKind):
         """One unit per (seed, target, activation): raw and IRP inputs at every α. A unit
         also uses the grid's selectors (its IRP rows name theirs), so changing them
         recomputes it."""
-        uses = {"selectors": list(task.selectors) if self.irp else []}
+        uses = {"selectors": list(task.grid["selectors"]) if self.irp else []}
         return [{"seed": seed, "activation": act, "target": target, USES: uses}
                 for seed in task.seeds for target in task.encoders for act in self.activations]
 
@@ -122,7 +123,7 @@ class ScaleInvariance(TaskKind):
                 rows.append(ResultRow(metric="mean_norm", value=float(bank.X.norm(dim=1).mean()), direction="neutral"))
                 rows += self._curve(head, test[target].rows(ids), y, {"input": "raw", "source": target})
                 if self.irp:
-                    for sel in task.selectors:
+                    for sel in task.grid["selectors"]:
                         anchors = run.anchors(seed, sel)
                         dec = TargetDecoder.build(run.realise(anchors, target), omega=self.omega, delta=self.delta,
                                                   seed=seed)

@@ -41,9 +41,9 @@ import lazy_loader
 import numpy as np
 
 
-from relbench.api import (Candidate, DatasetData, EncoderSpec, FitContext, NotAchievable, Page, PluginSpec, ResultRow,
-                          StitchSide, Task, TaskKind, TaskRunAPI, UnitKey, UserError, candidates, choose, metric_row,
-                          per_sample_predictions)
+from relbench.api import (Axis, Candidate, DatasetData, EncoderSpec, FitContext, NotAchievable, Page, PluginSpec,
+                          ResultRow, StitchSide, Task, TaskKind, TaskRunAPI, UnitKey, UserError, candidates, choose,
+                          metric_row, per_sample_predictions)
 from relbench_stitching import main_table
 from relbench_stitching import page as pages
 
@@ -96,11 +96,11 @@ def expand_grid(task: Task) -> list[Combination]:
     stitcher ignores (an absolute head is not repeated per similarity), in order."""
     out: list[Combination] = []
     seen = set()
-    for stitcher in task.stitchers:
+    for stitcher in task.grid["stitchers"]:
         cls = stitcher.cls
-        selectors = task.selectors if cls.uses_anchors else [None]
-        similarities = task.similarities if cls.uses_similarity else [None]
-        regularizers = task.regularizers if cls.accepts_regularizers else [None]
+        selectors = task.grid["selectors"] if cls.uses_anchors else [None]
+        similarities = task.grid["similarities"] if cls.uses_similarity else [None]
+        regularizers = task.grid["regularizers"] if cls.accepts_regularizers else [None]
         if cls.uses_anchors and not selectors:
             raise ValueError(f"stitcher {stitcher.label!r} needs anchors but the grid has no selectors; "
                              f"add e.g. `selectors: [random]` to the task's grid.")
@@ -141,13 +141,16 @@ class Stitching(TaskKind):
     row_fields: ClassVar[dict[str, type]] = {"role": str, "needs_both_spaces": bool}
     holds_out_sources: ClassVar[bool] = True
     is_default: ClassVar[bool] = True
+    axes: ClassVar[dict[str, Axis]] = {"selectors": Axis("selector"), "similarities": Axis("similarity"),
+                                       "stitchers": Axis("stitcher"),
+                                       "regularizers": Axis("regularizer", allows_none=True)}
     protocol: Literal["all-pairs", "held-out"] = "all-pairs"
     held_out: list[str] = field(default_factory=list)
 
     def validate(self, task: Task) -> None:
         """The grid expands (stitchers have the selectors and similarities they need)
         and ``held_out`` names encoder labels."""
-        if not task.stitchers:
+        if not task.grid["stitchers"]:
             raise ValueError("a stitching task needs `grid.stitchers`, e.g. [relative, absolute, non-stitched].")
         expand_grid(task)
         labels = [e.label for e in task.encoders]

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import lazy_loader
 
-from relbench.api import (Bank, Page, PluginSpec, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, predict_logits,
+from relbench.api import (Axis, Bank, Page, PluginSpec, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, predict_logits,
                           train_classifier)
 from relbench_metrics import PearsonR
 from relbench_relreps.selectors import RandomAnchors
@@ -71,6 +71,7 @@ class PerformanceProxy(TaskKind):
     name: ClassVar[str] = "proxy"
     columns: ClassVar[tuple[str, ...]] = ("encoder", "selector", "similarity", "model")
     paired_on: ClassVar[tuple[str, ...]] = ("encoder", "model")  # claims pair their sides on these
+    axes: ClassVar[dict[str, Axis]] = {"selectors": Axis("selector"), "similarities": Axis("similarity")}
     epochs: list[int] = field(default_factory=lambda: [1, 3, 10])
     widths: list[int] = field(default_factory=lambda: [16, 64])
     activations: list[str] = field(default_factory=lambda: ["relu", "tanh"])
@@ -121,8 +122,8 @@ class PerformanceProxy(TaskKind):
     def plan(self, task: Task) -> list[UnitKey]:
         """One unit per encoder × seed × selector × similarity (in that order: the models
         of an encoder and seed are trained once for all its units)."""
-        selectors = specs_or_default(task.selectors, "selector", RandomAnchors)
-        similarities = specs_or_default(task.similarities, "similarity", Cosine)
+        selectors = specs_or_default(task.grid["selectors"], "selector", RandomAnchors)
+        similarities = specs_or_default(task.grid["similarities"], "similarity", Cosine)
         return [{"seed": seed, "encoder": enc, "selector": sel, "similarity": sim}
                 for enc in task.encoders for seed in task.seeds for sel in selectors for sim in similarities]
 

@@ -10,7 +10,7 @@ from typing import ClassVar
 import lazy_loader
 import numpy as np
 
-from relbench.api import (ConfigError, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions,
+from relbench.api import (Axis, ConfigError, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions,
                           seeded_generator)
 from relbench_metrics import MSE
 from relbench_relreps.selectors import RandomAnchors
@@ -82,6 +82,7 @@ class Reconstruction(TaskKind):
     name: ClassVar[str] = "reconstruction"
     columns: ClassVar[tuple[str, ...]] = ("bottleneck", "selector", "encoder_seed", "decoder_seed")
     paired_on: ClassVar[tuple[str, ...]] = ("encoder_seed", "decoder_seed")  # claims pair their sides on these
+    axes: ClassVar[dict[str, Axis]] = {"selectors": Axis("selector")}
     uses_encoders: ClassVar[bool] = False
     view: str | None = None
     model_seeds: list[int] = field(default_factory=lambda: [0, 1])
@@ -118,7 +119,7 @@ class Reconstruction(TaskKind):
 
     def plan(self, task: Task) -> list[UnitKey]:
         """One unit per task seed × selector × bottleneck."""
-        selectors = specs_or_default(task.selectors, "selector", RandomAnchors)
+        selectors = specs_or_default(task.grid["selectors"], "selector", RandomAnchors)
         return [{"seed": seed, "selector": sel, "bottleneck": bottleneck}
                 for seed in task.seeds for sel in selectors for bottleneck in BOTTLENECKS]
 

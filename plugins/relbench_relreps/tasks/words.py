@@ -9,7 +9,7 @@ from typing import ClassVar
 import lazy_loader
 import numpy as np
 
-from relbench.api import (Bank, Metric, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, per_sample_values,
+from relbench.api import (Axis, Bank, Metric, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, per_sample_values,
                           seeded_generator)
 from relbench_metrics import MRR, JaccardAtK, neighbour_rankings
 from relbench_relreps.selectors import RandomAnchors
@@ -53,6 +53,7 @@ class WordNeighbourhoods(TaskKind):
     name: ClassVar[str] = "word-neighbourhoods"
     columns: ClassVar[tuple[str, ...]] = ("representation", "selector", "similarity", "source", "target")
     paired_on: ClassVar[tuple[str, ...]] = ("source", "target")  # claims pair their sides on these
+    axes: ClassVar[dict[str, Axis]] = {"selectors": Axis("selector"), "similarities": Axis("similarity")}
     #: 2: rows store their per-word values (page intervals)
     version: ClassVar[str] = "2"
     k: int = 10
@@ -81,8 +82,8 @@ class WordNeighbourhoods(TaskKind):
 
     def plan(self, task: Task) -> list[UnitKey]:
         """The absolute comparison, then one relative unit per seed × selector × similarity."""
-        selectors = specs_or_default(task.selectors, "selector", RandomAnchors)
-        similarities = specs_or_default(task.similarities, "similarity", Cosine)
+        selectors = specs_or_default(task.grid["selectors"], "selector", RandomAnchors)
+        similarities = specs_or_default(task.grid["similarities"], "similarity", Cosine)
         return [{"representation": "absolute"}] + [
             {"seed": seed, "representation": "relative", "selector": sel, "similarity": sim}
             for seed in task.seeds for sel in selectors for sim in similarities]
