@@ -124,3 +124,29 @@ def test_the_kind_hands_over_the_page_s_scores_without_computing_them_again(tmp_
     assert [c["tie"] for c in cells] == [True, True, False] and cells[0]["best"]  # the page's bold group
     assert body.count("| **") == 2  # the same two rows are bold on the page
     assert kind.index_cells(df.copy(), page) == cells and len(calls) == 2  # other rows: computed for them
+
+
+def test_the_aggregate_is_over_the_tasks_that_share_the_grid_and_studies_drop_out():
+    from relbench_stitching.main_table import common_tasks
+
+    grid = {m: 0.5 + 0.01 * i for i, m in enumerate("abcdefgh")}
+    tasks = {f"core-{i}": _cells(grid) for i in range(4)}
+    tasks["study"] = _cells({"a": 0.9, "x": 0.8, "y": 0.7})  # a specialised study shares one combination
+    assert common_tasks(tasks) == ["core-0", "core-1", "core-2", "core-3"]  # 4 × 8 cells beat 5 × 1
+    assert set(aggregate(tasks)) == set("abcdefgh")
+    text = section(tasks)
+    assert "Aggregated over the 4 tasks that share the most combinations (C0, C1, C2, C3; the others measured " \
+           "fewer of them)" in text
+
+
+def test_references_are_shown_after_the_methods_unranked_and_outside_the_aggregate():
+    cells = {t: _cells({"a": 0.8, "b": 0.7}) for t in ("t0", "t1")}
+    for t in cells:
+        cells[t].append({"method": "absolute (reference)", "reference": True, "rank": None, "score": 0.3,
+                         "low": None, "high": None, "best": False, "tie": False, "metric": "weighted_f1",
+                         "direction": "higher", "views": ["image"]})
+    assert set(aggregate(cells)) == {"a", "b"}
+    rows = [line.split("|")[1].strip() for line in section(cells).splitlines() if line.startswith("| ")]
+    assert rows[-1] == "absolute (reference)" and rows.index("absolute (reference)") > rows.index("b")
+    line = next(line for line in section(cells).splitlines() if line.startswith("| absolute (reference)"))
+    assert ".300" in line and "**" not in line and TIE not in line

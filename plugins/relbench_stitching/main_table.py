@@ -5,10 +5,12 @@ stitching tasks, drawn from the cells each task's page recorded
 Tasks are grouped by what their encoders read: *one view* (the encoders see the same
 inputs: cross-architecture and cross-seed stitching) or *several views* (languages, or
 images and their names). A group's tasks are split over as few tables as keep every
-line under :data:`WIDTH` characters. Each group has an aggregate, for the combinations
-measured on all of its tasks (at least :data:`MIN_TASKS`): the mean over tasks of the
-score and of the rank, each with a 95 % interval from a bootstrap over tasks
-(:func:`task_bootstrap`).
+line under :data:`WIDTH` characters. Each group has an aggregate over its *common set*
+(:func:`common_tasks`: specialised studies that measured little of the shared grid drop
+out) and the combinations all of its tasks measured: the mean over those tasks of
+the score and of the rank, each with a 95 % interval from a bootstrap over tasks
+(:func:`task_bootstrap`). References (absolute heads on the pairs they reach, each
+encoder's own head) are shown under the methods for context, unranked.
 """
 
 from __future__ import annotations
@@ -83,17 +85,45 @@ def cell_text(cell: dict) -> str:
     return score + spread + (TIE if cell["tie"] and not cell["best"] else "")
 
 
+def _ranked(cells: list[dict]) -> list[dict]:
+    """A task's ranked cells (references left out)."""
+    return [c for c in cells if not c.get("reference")]
+
+
+def common_tasks(cells_by_task: dict[str, list[dict]]) -> list[str]:
+    """The group's common set, in the group's order: of the task sets met while
+    dropping, one at a time, the task whose removal most enlarges what the others share
+    (fewest combinations first on ties), the one with the most (task, shared
+    combination) cells, the larger on ties; empty when no :data:`MIN_TASKS` tasks share
+    a combination."""
+    methods = {task: {c["method"] for c in _ranked(cells)} for task, cells in cells_by_task.items()}
+    tasks = [t for t in cells_by_task if methods[t]]
+
+    def shared(names: list[str]) -> set[str]:
+        return set.intersection(*(methods[t] for t in names))
+
+    best: list[str] = []
+    best_cells = 0
+    while len(tasks) >= MIN_TASKS:
+        cells = len(tasks) * len(shared(tasks))
+        if cells > best_cells:
+            best, best_cells = list(tasks), cells
+        tasks.remove(max(tasks, key=lambda t: (len(shared([u for u in tasks if u != t])), -len(methods[t]), t)))
+    return best
+
+
 def aggregate(cells_by_task: dict[str, list[dict]]) -> dict[str, dict]:
-    """Per combination measured on every task (when there are :data:`MIN_TASKS`), its
-    mean score (None when the tasks' metrics differ) and mean rank (None when it is the
-    only such combination), each as ``(mean, low, high)`` from :func:`task_bootstrap`.
-    The rank in a task is the combination's place among the combinations aggregated, in
-    the page's order (1 = best)."""
-    tasks = list(cells_by_task)
+    """Per combination of the common set (:func:`common_tasks`, the combinations all of
+    its tasks measured), its mean score over those tasks (None when their metrics
+    differ) and mean rank (None when it is the only such combination), each as ``(mean,
+    low, high)`` from :func:`task_bootstrap`. The rank in a task is the combination's
+    place among the combinations aggregated, in the page's order (1 = best)."""
+    tasks = common_tasks(cells_by_task)
+    if not tasks:
+        return {}
+    cells_by_task = {t: _ranked(cells_by_task[t]) for t in tasks}
     by_method = [{c["method"]: c for c in cells} for cells in cells_by_task.values()]
     complete = [m for m in by_method[0] if all(m in cells for cells in by_method)]
-    if len(tasks) < MIN_TASKS or not complete:
-        return {}
     scores = np.array([[cells[m]["score"] for cells in by_method] for m in complete])
     positions = np.array([[cells[m]["rank"] for cells in by_method] for m in complete])
     ranks = positions.argsort(axis=0).argsort(axis=0) + 1.0
@@ -110,11 +140,13 @@ def _methods(cells_by_task: dict[str, list[dict]], aggregated: dict[str, dict]) 
     places: dict[str, list[int]] = {}
     for cells in cells_by_task.values():
         for c in cells:
-            places.setdefault(c["method"], []).append(c["rank"])
+            places.setdefault(c["method"], []).append(c["rank"] if c["rank"] is not None else np.inf)
 
     def order(method: str) -> tuple:
         if method in aggregated:
             return (0, (aggregated[method]["rank"] or (1.0,))[0], method)
+        if np.isinf(places[method]).all():  # a reference: after every method
+            return (2, method)
         return (1, -len(places[method]), float(np.mean(places[method])), method)
 
     return sorted(places, key=order)
@@ -186,16 +218,22 @@ def _group_section(title: str, cells_by_task: dict[str, list[dict]], short: dict
     text = [f"### {title}\n", *(t + "\n" for t in _tables(cells_by_task, short, aggregated, summary)),
             "Tasks: " + _legend(cells_by_task, short) + ".\n"]
     if summary:
+        common = common_tasks(cells_by_task)
+        over = (f"the {len(common)} tasks that share the most combinations ({', '.join(short[t] for t in common)}; "
+                f"the others measured fewer of them)" if common and len(common) < len(cells_by_task) else
+                "all of them")
         text.append(
-            f"*tasks*: how many of the {len(cells_by_task)} tasks above measured the combination. For the "
-            f"combinations measured on all of them: *{summary}*, the mean over the tasks of the score"
+            f"*tasks*: how many of the {len(cells_by_task)} tasks above measured the combination. Aggregated over "
+            f"{over}, for the combinations all of those measured: *{summary}*, the mean over those tasks of the "
+            f"score"
             f"{'' if len(metrics) == 1 else ' (n/a: the tasks rank by different metrics)'}, and *mean rank*, the mean "
             f"over the tasks of the combination's place among these combinations in the task's ranking (1 = best; "
             f"empty when there is one); "
             f"each with a 95 % percentile interval from a bootstrap over tasks ({RESAMPLES:,} resamples of the tasks "
             f"with replacement, seed {SEED}), which resamples tasks only: it is conditional on each task's seeds and "
             f"test samples, and no interval here resamples encoder pairs (a task's pairs are its design). The others "
-            f"get no aggregate.\n")
+            f"get no aggregate. Rows marked *(reference)* are absolute heads scored on the encoder pairs they reach "
+            f"(equal widths), *(own head)* each encoder's own decoder: context, not ranked.\n")
     return "\n".join(text)
 
 

@@ -528,8 +528,17 @@ def index_cells(scored: Scored, views: list[str]) -> list[dict]:
     group), the metric and its direction, and the task's encoder ``views``."""
     metric = scored.metrics[0]
     methods = scored.methods.dropna(subset=["stitched"])
-    return [{"method": combo_label(r), "rank": rank, "score": float(r["stitched"]),
-             "low": _finite(r["stitched_lo"]), "high": _finite(r["stitched_hi"]),
-             "best": rank == 1, "tie": bool(r["tie"]), "metric": metric, "direction": scored.direction[metric],
-             "views": views}
-            for rank, (_, r) in enumerate(methods.iterrows(), 1)]
+    cells = [{"method": combo_label(r), "rank": rank, "score": float(r["stitched"]),
+              "low": _finite(r["stitched_lo"]), "high": _finite(r["stitched_hi"]),
+              "best": rank == 1, "tie": bool(r["tie"]), "metric": metric, "direction": scored.direction[metric],
+              "views": views}
+             for rank, (_, r) in enumerate(methods.iterrows(), 1)]
+    base = scored.scores[metric]
+    for _, r in base[base["reference"]].iterrows():  # unranked context: a reference's stitched score, an own head's
+        stitched = _finite(r["stitched"])
+        value, what = (stitched, "reference") if stitched is not None else (_finite(r["own"]), "own head")
+        if value is not None:
+            cells.append({"method": f"{combo_label(r)} ({what})", "reference": True, "rank": None, "score": value,
+                          "low": None, "high": None, "best": False, "tie": False, "metric": metric,
+                          "direction": scored.direction[metric], "views": views})
+    return cells
