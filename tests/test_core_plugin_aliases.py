@@ -68,7 +68,7 @@ def test_a_tasks_file_naming_an_alias_gets_the_current_plugin_and_its_identity(w
     assert capsys.readouterr().err == ""
     old_yaml = write_yaml(GOOD.replace("[cosine]", "[cosine-old]"))
     old = load_suite(old_yaml, registry)
-    (spec_now,), (spec_old,) = current.tasks[0].similarities, old.tasks[0].similarities
+    (spec_now,), (spec_old,) = current.tasks[0].specs("similarity"), old.tasks[0].specs("similarity")
     assert (spec_old.name, spec_old.label, spec_old.cls) == ("cosine-renamed", "cosine-renamed", Renamed)
     assert spec_old.identity() == spec_now.identity()
     err = capsys.readouterr().err

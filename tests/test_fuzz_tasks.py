@@ -40,17 +40,19 @@ def test_mutated_tasks_files_are_valid_or_refused_cleanly(builtin_registry, tmp_
 
 @pytest.mark.parametrize("name", list(fuzz_tasks.HOSTILE))
 def test_hostile_inputs_are_refused_at_once(builtin_registry, tmp_path, capsys, name):
-    """Each hostile input of the benchmark is a ConfigError within a second, and the CLI
-    exits 2 with a short message and no traceback (the benchmark measures memory too)."""
+    """Each hostile input of the benchmark is a ConfigError within a second of this
+    process's CPU time (not wall time, which other processes on a loaded machine
+    stretch), and the CLI exits 2 with a short message and no traceback (the benchmark
+    measures memory too)."""
     from relbench.cli import main
     from relbench.config import load_suite
     from relbench.errors import ConfigError
 
     path = fuzz_tasks.HOSTILE[name](tmp_path)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     with pytest.raises(ConfigError):
         load_suite(path, builtin_registry)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
     assert main(["run", str(path), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("relbench: error:") and "Traceback" not in err and len(err) < 600
