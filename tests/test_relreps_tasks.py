@@ -203,3 +203,87 @@ def test_word_claims_compare_cross_space_pairs_only():
                          for s in "ab" for t in "ab"])
     kept = WordNeighbourhoods().claim_rows(rows)
     assert len(kept) == 2 and (kept["source"] != kept["target"]).all()
+
+
+# ----------------------------------------------------------------------------- headlines (the index's line)
+
+
+def _reconstruction_rows() -> pd.DataFrame:
+    """Two seeds × two selectors × both bottlenecks; seed s's stitched pairs score
+    ``base + s / 100``, the non-stitched ones far lower (most for random anchors: with
+    them, relative · random would have the lowest mean over all pairs), plus one failed unit."""
+    stitched = {("relative", "random"): 0.04, ("relative", "stratified"): 0.03,
+                ("absolute", "random"): 0.20, ("absolute", "stratified"): 0.15}
+    own = {"random": 0.001, "stratified": 0.02}
+    rows = [{"seed": seed, "bottleneck": b, "selector": sel, "encoder_seed": i, "decoder_seed": j, "metric": "mse",
+             "value": (base + seed / 100) if i != j else own[sel], "direction": "lower", "status": "ok"}
+            for (b, sel), base in stitched.items() for seed in (0, 1) for i in (0, 1) for j in (0, 1)]
+    rows.append({"seed": 2, "bottleneck": "relative", "selector": "fps", "metric": None, "value": None,
+                 "direction": None, "status": "error"})
+    return pd.DataFrame(rows)
+
+
+def test_reconstruction_headline_is_the_best_relative_stitched_mse_beside_the_best_absolute_one():
+    headline = Reconstruction().headline(_reconstruction_rows())
+    # non-stitched pairs do not enter: stratified stitches best
+    assert headline["best"] == "relative · stratified · stitched" and headline["metric"] == "mse"
+    assert headline["score"] == pytest.approx(0.035)  # mean over seeds of 0.03 and 0.04
+    low, high = headline["interval"]
+    assert 0.03 - 1e-9 <= low <= headline["score"] <= high <= 0.04 + 1e-9 and low < high
+    assert headline["reference"] == pytest.approx(0.155)  # absolute · stratified, the lower absolute one
+    assert "the reference is the lowest stitched MSE of an absolute bottleneck" in Reconstruction().meaning(
+        headline, "lower")
+    only_absolute = _reconstruction_rows().query("bottleneck != 'relative'")
+    assert Reconstruction().headline(only_absolute) is None
+    no_absolute = Reconstruction().headline(_reconstruction_rows().query("bottleneck != 'absolute'"))
+    assert np.isnan(no_absolute["reference"]) and "reference" not in Reconstruction().meaning(no_absolute, "lower")
+
+
+def _word_rows() -> pd.DataFrame:
+    """Jaccard and MRR of three tables (``c`` narrower: no absolute comparison with it)."""
+    def row(representation, source, target, metric, value, seed=None, status="ok"):
+        relative = representation == "relative"
+        return {"representation": representation, "selector": "random" if relative else None,
+                "similarity": "cosine" if relative else None, "source": source, "target": target, "seed": seed,
+                "metric": metric, "value": value, "direction": "higher", "status": status}
+
+    jaccard = {("a", "b"): 0.30, ("b", "a"): 0.20, ("a", "c"): 0.25, ("a", "a"): 1.0}
+    rows = [row("relative", s, t, "jaccard@10", v + seed / 100, seed) for (s, t), v in jaccard.items()
+            for seed in (0, 1)]
+    rows += [row("relative", "b", "c", "mrr@10", 0.9, seed) for seed in (0, 1)]  # another metric
+    rows += [row("absolute", "a", "b", "jaccard@10", 0.05), row("absolute", "b", "a", "jaccard@10", 0.5),
+             row("absolute", "a", "a", "jaccard@10", 1.0), row("absolute", "a", "c", "jaccard@10", None,
+                                                                status="not_achievable")]
+    return pd.DataFrame(rows)
+
+
+def test_word_headline_is_the_best_relative_cross_table_jaccard_beside_the_same_pair_absolute():
+    rows = _word_rows()
+    headline = WordNeighbourhoods().headline(rows)
+    # the tables' self-comparisons (1.0) and the MRR rows do not enter
+    assert headline["best"] == "relative · random · cosine · a → b" and headline["metric"] == "jaccard@10"
+    assert headline["score"] == pytest.approx(0.305)
+    assert headline["reference"] == pytest.approx(0.05)  # absolute a → b, not b → a
+    assert "absolute comparison of the same two tables" in WordNeighbourhoods().meaning(headline, "higher")
+    # a best pair without an absolute comparison (widths differ) has no reference
+    narrower = WordNeighbourhoods().headline(rows[~((rows.source == "a") & (rows.target == "b"))])
+    assert narrower["best"].endswith("a → c") and np.isnan(narrower["reference"])
+    assert WordNeighbourhoods().headline(rows[rows.representation == "absolute"]) is None
+
+
+def test_proxy_headline_is_the_highest_pearson_r_and_names_what_it_correlates():
+    def row(encoder, similarity, metric, value, seed, model=None):
+        return {"encoder": encoder, "selector": "random", "similarity": similarity, "model": model, "seed": seed,
+                "metric": metric, "value": value, "direction": "neutral" if metric == "similarity" else "higher",
+                "status": "ok"}
+
+    r = {("e1", "cosine"): 0.2, ("e1", "centred"): 0.7, ("e2", "cosine"): 0.6}
+    per_model = [row("e1", "cosine", metric, 0.99, 0, "m") for metric in ("accuracy", "similarity")]
+    rows = pd.DataFrame([row(enc, sim, "pearson_r", v + seed / 10, seed) for (enc, sim), v in r.items()
+                         for seed in (0, 1)] + per_model)
+    headline = PerformanceProxy().headline(rows)
+    assert headline["best"] == "e1 · random · centred (similarity to the reference vs accuracy)"
+    assert headline["metric"] == "pearson_r" and headline["score"] == pytest.approx(0.75)
+    assert np.isnan(headline["reference"]) and headline["interval"][0] <= 0.75 <= headline["interval"][1]
+    assert PerformanceProxy().headline(rows[rows.metric != "pearson_r"]) is None
+    assert PerformanceProxy().headline(rows.assign(direction="neutral")) is None  # no better direction: no best

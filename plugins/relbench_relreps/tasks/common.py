@@ -1,9 +1,10 @@
 """Helpers the task kinds share: default grid entries, anchor contexts without
-encoders, and tables of means with intervals for their pages."""
+encoders, tables of means with intervals for their pages, and headlines naming the
+best cell of such a table."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import lazy_loader
 import numpy as np
@@ -67,7 +68,44 @@ def summary_table(df: pd.DataFrame, index: list[str], column: str, digits: int =
 
 
 def _with_interval(rows: pd.DataFrame, digits: int) -> str:
-    draws = bootstrap_columns(rows, {"cell": pd.Series(True, index=rows.index)}, None)
-    low, high = draws.interval("cell")
-    mean = f"{draws.point[0]:.{digits}f}"
+    point, low, high = cell_estimate(rows)
+    mean = f"{point:.{digits}f}"
     return mean if low == high else f"{mean} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def cell_estimate(rows: pd.DataFrame) -> tuple[float, float, float]:
+    """``(score, low, high)`` of one cell of a :func:`summary_table`, as the table shows
+    it: the mean over seeds of the mean of ``value`` over the cell's ok rows with a value,
+    and its 95 % hierarchical-bootstrap interval; NaNs when no such row exists (a cell
+    the table shows as ``n/a``)."""
+    ok = rows[(rows["status"] == "ok") & rows["value"].notna()]
+    if ok.empty:
+        return np.nan, np.nan, np.nan
+    draws = bootstrap_columns(ok, {"cell": pd.Series(True, index=ok.index)}, None)
+    low, high = draws.interval("cell")
+    return float(draws.point[0]), low, high
+
+
+def best_cell(cells: Mapping[str, pd.DataFrame], direction: str) -> tuple[str, tuple[float, float, float]] | None:
+    """The label of the best of ``cells`` (label → the cell's rows of one metric) by its
+    :func:`cell_estimate` score in the metric's ``direction``, with that estimate (the
+    first in the mapping's order on ties); None when no cell has a score or the direction
+    is neither ``higher`` nor ``lower``."""
+    if direction not in ("higher", "lower"):
+        return None
+    scored = {label: cell_estimate(rows) for label, rows in cells.items()}
+    scored = {label: estimate for label, estimate in scored.items() if np.isfinite(estimate[0])}
+    if not scored:
+        return None
+    pick = max if direction == "higher" else min
+    label = pick(scored, key=lambda name: scored[name][0])
+    return label, scored[label]
+
+
+def cell_headline(metric: str, best: str, estimate: tuple[float, float, float], reference: float = np.nan) -> dict:
+    """A :meth:`TaskKind.headline <relbench.api.TaskKind.headline>` for the table cell
+    ``best`` of ``metric``: its :func:`cell_estimate` as score and interval (no std: the
+    interval stands for it), beside ``reference`` (NaN: none)."""
+    score, low, high = estimate
+    return {"metric": metric, "best": best, "score": score, "std": np.nan, "interval": (low, high),
+            "reference": reference}

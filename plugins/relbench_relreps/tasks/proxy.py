@@ -8,12 +8,13 @@ from typing import ClassVar
 
 import lazy_loader
 
-from relbench.api import (Axis, Bank, Page, PluginSpec, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, predict_logits,
-                          train_classifier)
+from relbench.api import (Axis, Bank, Page, PluginSpec, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, directions,
+                          predict_logits, train_classifier)
 from relbench_metrics import PearsonR
 from relbench_relreps.selectors import RandomAnchors
 from relbench_relreps.similarities import Cosine
-from relbench_relreps.tasks.common import specs_or_default, summary_table, with_arrows, without_failures
+from relbench_relreps.tasks.common import (best_cell, cell_headline, specs_or_default, summary_table, with_arrows,
+                                           without_failures)
 
 pd = lazy_loader.load("pandas")
 torch = lazy_loader.load("torch")
@@ -172,6 +173,18 @@ class PerformanceProxy(TaskKind):
         """How to read the page: the correlation of similarity and accuracy."""
         return ("A Pearson r near 1 means that a model's similarity to the reference, measured without labels, "
                 "predicts its accuracy.")
+
+    def headline(self, results: pd.DataFrame) -> dict | None:
+        """§4.2's finding: the Pearson r between a model's similarity to the reference and
+        its accuracy, for the encoder · selector · similarity (a row of the page) where it
+        is highest, with its interval; no reference (the paper compares r with none).
+        None without a Pearson r."""
+        rows = without_failures(results)[0]
+        rows = rows[rows["metric"] == PearsonR.name]
+        cells = {f"{encoder} · {selector} · {similarity} (similarity to the reference vs accuracy)": group
+                 for (encoder, selector, similarity), group in rows.groupby(["encoder", "selector", "similarity"])}
+        best = best_cell(cells, directions(results).get(PearsonR.name, "neutral"))
+        return cell_headline(PearsonR.name, *best) if best else None
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Pearson r per encoder × selector × similarity, and the scatter plot."""

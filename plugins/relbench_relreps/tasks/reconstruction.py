@@ -14,7 +14,8 @@ from relbench.api import (Axis, ConfigError, Page, ResultRow, Task, TaskKind, Ta
                           seeded_generator)
 from relbench_metrics import MSE
 from relbench_relreps.selectors import RandomAnchors
-from relbench_relreps.tasks.common import select_without_banks, specs_or_default, summary_table, without_failures
+from relbench_relreps.tasks.common import (best_cell, cell_headline, select_without_banks, specs_or_default,
+                                           summary_table, without_failures)
 
 pd = lazy_loader.load("pandas")
 torch = lazy_loader.load("torch")
@@ -193,10 +194,33 @@ class Reconstruction(TaskKind):
         plt.close(fig)
 
     def meaning(self, headline: dict | None, direction: str) -> str:
-        """How to read the page: stitched against non-stitched reconstruction error."""
-        return ("A stitched MSE close to the non-stitched one means a decoder reconstructs from another model's "
-                "latent space as well as from its own; relative bottlenecks are meant to allow that, absolute "
-                "ones not.")
+        """How to read the page: stitched against non-stitched reconstruction error (and,
+        with a headline that has one, what its reference is)."""
+        sentence = ("A stitched MSE close to the non-stitched one means a decoder reconstructs from another model's "
+                    "latent space as well as from its own; relative bottlenecks are meant to allow that, absolute "
+                    "ones not")
+        if headline and np.isfinite(headline.get("reference", np.nan)):
+            sentence += " (the reference is the lowest stitched MSE of an absolute bottleneck)"
+        return sentence + "."
+
+    def headline(self, results: pd.DataFrame) -> dict | None:
+        """Table 3's finding: the selector whose relative bottleneck reaches the lowest
+        stitched MSE (the page's cell: mean over seeds of each seed's mean over its
+        stitched pairs, with its interval), beside the lowest stitched MSE of an absolute
+        bottleneck as reference (NaN without one); None without stitched relative rows."""
+        per_seed = _per_seed(without_failures(results)[0])
+        stitched = per_seed[per_seed["pairs"] == "stitched"]
+        direction = directions(results).get(MSE.name, "neutral")
+
+        def cells(bottleneck: str) -> dict[str, pd.DataFrame]:
+            rows = stitched[stitched["bottleneck"] == bottleneck]
+            return {f"{bottleneck} · {selector} · stitched": group for selector, group in rows.groupby("selector")}
+
+        best = best_cell(cells("relative"), direction)
+        if best is None:
+            return None
+        reference = best_cell(cells("absolute"), direction)
+        return cell_headline(MSE.name, *best, reference[1][0] if reference else np.nan)
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Table 3: MSE, non-stitched vs stitched, per bottleneck and selector (mean over
@@ -205,10 +229,8 @@ class Reconstruction(TaskKind):
         ok = df[(df["status"] == "ok") & (df["metric"] == MSE.name)]
         if ok.empty:
             return "_no results yet_" + note
-        pairs = np.where(ok["encoder_seed"] != ok["decoder_seed"], "stitched", "non-stitched")
-        per_seed = (ok.assign(pairs=pairs).groupby(["bottleneck", "selector", "pairs", "seed"])["value"].mean()
-                    .reset_index())
-        body = summary_table(per_seed.assign(status="ok"), ["bottleneck", "selector"], "pairs", digits=4)
+        per_seed = _per_seed(ok)
+        body = summary_table(per_seed, ["bottleneck", "selector"], "pairs", digits=4)
         figures = ""
         for bottleneck in BOTTLENECKS:
             link = page.stored_figure(FIGURE.format(bottleneck=bottleneck))
@@ -220,3 +242,13 @@ class Reconstruction(TaskKind):
                 f"the same task seed (which fixes the anchors). Mean over {per_seed['seed'].nunique()} task "
                 "seed(s) of each seed's mean over its pairs, with the 95 % interval of a bootstrap over seeds "
                 "(no per-sample data is stored for this score).\n\n" + body + note + figures + "\n")
+
+
+def _per_seed(rows: pd.DataFrame) -> pd.DataFrame:
+    """The ok MSE rows of ``rows`` as the page tabulates them: per bottleneck, selector,
+    ``pairs`` (``stitched`` when encoder and decoder come from different models,
+    ``non-stitched`` otherwise) and seed, the mean over its encoder × decoder pairs."""
+    ok = rows[(rows["status"] == "ok") & (rows["metric"] == MSE.name)]
+    pairs = np.where(ok["encoder_seed"] != ok["decoder_seed"], "stitched", "non-stitched")
+    per_seed = ok.assign(pairs=pairs).groupby(["bottleneck", "selector", "pairs", "seed"])["value"].mean()
+    return per_seed.reset_index().assign(status="ok")

@@ -9,12 +9,13 @@ from typing import ClassVar
 import lazy_loader
 import numpy as np
 
-from relbench.api import (Axis, Bank, Metric, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, per_sample_values,
-                          seeded_generator)
+from relbench.api import (Axis, Bank, Metric, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, directions,
+                          per_sample_values, seeded_generator)
 from relbench_metrics import MRR, JaccardAtK, neighbour_rankings
 from relbench_relreps.selectors import RandomAnchors
 from relbench_relreps.similarities import Cosine
-from relbench_relreps.tasks.common import specs_or_default, summary_table, with_arrows, without_failures
+from relbench_relreps.tasks.common import (best_cell, cell_estimate, cell_headline, specs_or_default, summary_table,
+                                           with_arrows, without_failures)
 
 pd = lazy_loader.load("pandas")
 torch = lazy_loader.load("torch")
@@ -137,9 +138,33 @@ class WordNeighbourhoods(TaskKind):
         return results[results["source"] != results["target"]]
 
     def meaning(self, headline: dict | None, direction: str) -> str:
-        """How to read the page: agreement of neighbourhoods across tables."""
-        return ("Higher Jaccard and MRR mean that two independently trained word tables agree on each word's "
-                "neighbours; relative representations are meant to agree more than absolute ones.")
+        """How to read the page: agreement of neighbourhoods across tables (and, with a
+        headline that has one, what its reference is)."""
+        sentence = ("Higher Jaccard and MRR mean that two independently trained word tables agree on each word's "
+                    "neighbours; relative representations are meant to agree more than absolute ones")
+        if headline and np.isfinite(headline.get("reference", np.nan)):
+            sentence += " (the reference is the absolute comparison of the same two tables)"
+        return sentence + "."
+
+    def headline(self, results: pd.DataFrame) -> dict | None:
+        """Table 1's finding: the relative comparison of two different tables (selector ·
+        similarity · source → target: a cell of the page) with the highest Jaccard@k, with
+        its interval, beside the absolute comparison of the same two tables as reference
+        (NaN where their widths differ); None without relative cross-table rows."""
+        metric = next(iter(self.row_metrics))  # jaccard@k
+        rows = self.claim_rows(without_failures(results)[0])
+        rows = rows[rows["metric"] == metric]
+        keys = ["selector", "similarity", "source", "target"]
+        relative = rows[rows["representation"] == "relative"]
+        cells = {f"relative · {selector} · {similarity} · {source} → {target}": group
+                 for (selector, similarity, source, target), group in relative.groupby(keys)}
+        best = best_cell(cells, directions(results).get(metric, "neutral"))
+        if best is None:
+            return None
+        source, target = cells[best[0]][["source", "target"]].iloc[0]
+        absolute = rows[(rows["representation"] == "absolute") & (rows["source"] == source)
+                        & (rows["target"] == target)]
+        return cell_headline(metric, *best, cell_estimate(absolute)[0])
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Table 1: Jaccard@k and MRR@k per representation, selector, similarity and pair."""
