@@ -9,7 +9,7 @@ import lazy_loader
 import numpy as np
 
 from relbench.api import (USES, Axis, Bank, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions,
-                          fmt, fmt_interval, predict_logits, seed_interval, table, train_classifier)
+                          fmt, fmt_interval, lower_is_better, predict_logits, seed_interval, table, train_classifier)
 from relbench_irp.heads import ACTIVATIONS, mlp_head
 from relbench_irp.quality import sample_ids
 from relbench_irp.translate import TargetDecoder, centre_normalise
@@ -143,10 +143,38 @@ class ScaleInvariance(TaskKind):
                            cell={**cell, "alpha": alpha}) for alpha in self.alphas]
         return rows
 
+    def headline(self, results: pd.DataFrame) -> dict | None:
+        """The head activation whose accuracy on IRP-translated inputs (on the raw inputs
+        when the task translates none) is best at the largest α, with that accuracy as the
+        page's table computes a cell (mean within a seed, then over seeds with its 95 %
+        interval), here over every target encoder's row of that activation and input; the
+        reference is the same rows' ``unscaled`` accuracy, so the gap is what rescaling
+        to that α costs. None without accuracy rows."""
+        ok = results[results["status"] == "ok"]
+        acc = ok[ok["metric"] == "accuracy"]
+        if acc.empty:
+            return None
+        fed = "irp" if (acc["input"] == "irp").any() else "raw"
+        alpha = acc["alpha"].max()
+        at = acc[(acc["input"] == fed) & (acc["alpha"] == alpha)]
+        stats = {act: _seed_stat(g) for act, g in at.groupby("activation", sort=False)}
+        sign = -1 if lower_is_better(directions(acc)["accuracy"]) else 1
+        act = max(stats, key=lambda a: sign * stats[a][0])
+        mean, std, low, high = stats[act]
+        unscaled = ok[(ok["metric"] == "accuracy_unscaled") & (ok["input"] == fed) & (ok["activation"] == act)]
+        return {"metric": "accuracy", "best": f"{act} · {fed} · α = {alpha:g}", "score": float(mean),
+                "std": float(std), "interval": (float(low), float(high)), "reference": float(_seed_stat(unscaled)[0])}
+
     def meaning(self, headline: dict | None, direction: str) -> str:
-        """How to read the page: accuracy as the inputs are rescaled."""
-        return ("A curve that stays flat as α changes means the head ignores the scale of its input; one that "
-                "falls means rescaling the embeddings breaks it.")
+        """The headline in the protocol's terms: accuracy at the largest α beside the same
+        inputs unscaled; without a headline, how to read the curves."""
+        if headline is None or not np.isfinite(headline["reference"]):
+            return ("A curve that stays flat as α changes means the head ignores the scale of its input; one that "
+                    "falls means rescaling the embeddings breaks it.")
+        return (f"At the largest α, the best head ({headline['best']}: activation · input · α; mean over target "
+                f"encoders) classifies the rescaled inputs with accuracy {fmt(headline['score'])}, against "
+                f"{fmt(headline['reference'])} for the same inputs unscaled, the reference: the closer the two, the "
+                f"less the head depends on the scale of its input.")
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Accuracy-vs-α curves per target encoder, and a table, from the rows alone."""
@@ -156,6 +184,13 @@ class ScaleInvariance(TaskKind):
             return "No results yet.\n"
         norms = ok[ok["metric"] == "mean_norm"].groupby("target")["value"].mean()
         return _figure(d, norms, page) + "\n" + _table(d, norms, directions(d)["accuracy"])
+
+
+def _seed_stat(rows: pd.DataFrame) -> tuple[float, float, float, float]:
+    """Mean of ``value`` within each seed, then the mean and std over seeds and the 95 %
+    interval over seeds (NaNs without rows)."""
+    per_seed = rows.groupby("seed")["value"].mean()
+    return (per_seed.mean(), per_seed.std(), *seed_interval(per_seed))
 
 
 def _figure(d: pd.DataFrame, norms: pd.Series, page: Page) -> str:
@@ -194,8 +229,8 @@ def _table(d: pd.DataFrame, norms: pd.Series, direction: str) -> str:
     body, alphas = [], sorted(d.loc[d["metric"] == "accuracy", "alpha"].dropna().unique())
     for (target, act, inp), g in d.groupby(["target", "activation", "input"], sort=False):
         def stat(sub: pd.DataFrame) -> str:
-            per_seed = sub.groupby("seed")["value"].mean()
-            return f"{fmt(per_seed.mean())} {fmt_interval(*seed_interval(per_seed))}" if len(per_seed) else "n/a"
+            mean, _, low, high = _seed_stat(sub)
+            return f"{fmt(mean)} {fmt_interval(low, high)}" if len(sub) else "n/a"
 
         unscaled = stat(g[g["metric"] == "accuracy_unscaled"])
         cells = [stat(g[(g["metric"] == "accuracy") & (g["alpha"] == a)]) for a in alphas]
