@@ -11,7 +11,8 @@ from scipy.stats import bootstrap
 from relbench.pages import Page
 from relbench_stitching import Stitching
 from relbench_stitching import page as pages
-from relbench_stitching.main_table import RESAMPLES, TIE, WIDTH, aggregate, cell_text, section, task_bootstrap
+from relbench_stitching.main_table import (RESAMPLES, TIE, WIDTH, aggregate, cell_text, compact_seconds, section,
+                                           task_bootstrap)
 
 #: combination labels as long as the suite's
 LABELS = ["parallel · robust-cosine · relative · topological", "random · robust-cosine · relative · topological",
@@ -20,21 +21,32 @@ LABELS = ["parallel · robust-cosine · relative · topological", "random · rob
           "random · vq-cosine · relative", "fps · cosine · relative", "random · l1 · relative"]
 
 
-def _cells(scores: dict[str, float], views=("image",), metric="weighted_f1", tied=()) -> list[dict]:
-    """A task's cells: ``scores`` by combination, ranked best first, interval ±0.01."""
+def _cells(scores: dict[str, float], views=("image",), metric="weighted_f1", tied=(), seconds=None) -> list[dict]:
+    """A task's cells: ``scores`` by combination, ranked best first, interval ±0.01,
+    the mean unit seconds of each combination from ``seconds`` (None where missing)."""
     ordered = sorted(scores, key=scores.get, reverse=True)
     return [{"method": m, "rank": i, "score": scores[m], "low": scores[m] - 0.01, "high": scores[m] + 0.012,
-             "best": i == 1, "tie": i == 1 or m in tied, "metric": metric, "direction": "higher", "views": list(views)}
+             "best": i == 1, "tie": i == 1 or m in tied, "metric": metric, "direction": "higher", "views": list(views),
+             "seconds": (seconds or {}).get(m)}
             for i, m in enumerate(ordered, 1)]
+
+
+def _row_of(text: str, method: str) -> list[str]:
+    """The cells of ``method``'s row in the aggregate table of ``text``."""
+    line = next(line for line in text.splitlines() if line.startswith(f"| {method} ") and "/" in line)
+    return [cell.strip() for cell in line.strip("|").split("|")]
 
 
 def test_ten_tasks_of_twelve_combinations_fit_a_160_column_terminal():
     rng = np.random.default_rng(0)
-    tasks = {f"dataset-{i}-cross-architecture-stitching": _cells(dict(zip(LABELS, rng.uniform(0.1, 0.99, 12))))
+    costs = dict(zip(LABELS, rng.uniform(1, 40_000, 12)))  # up to hours: the widest cost cells
+    tasks = {f"dataset-{i}-cross-architecture-stitching": _cells(dict(zip(LABELS, rng.uniform(0.1, 0.99, 12))),
+                                                                 seconds=costs)
              for i in range(10)}
     text = section(tasks)
     lines = text.splitlines()
     assert max(len(line) for line in lines if line.startswith("|")) < WIDTH
+    assert sum(line.startswith("| combination") and line.rstrip("| ").endswith("cost") for line in lines) == 1
     # every task's column is there once, its header defined under the table and linked to its page
     headers = [cell.strip() for line in lines if line.startswith("| combination")
                for cell in line.strip("|").split("|")]
@@ -75,8 +87,7 @@ def test_the_aggregate_is_the_mean_score_and_rank_over_the_tasks_with_their_inte
         ref_mean, ref_low, ref_high = task_bootstrap(values)
         assert found[method]["score"] == pytest.approx((ref_mean[0], ref_low[0], ref_high[0]))
         assert found[method]["rank"] == pytest.approx((ref_mean[1], ref_low[1], ref_high[1]))
-    row = next(line for line in section(tasks).splitlines() if line.startswith("| lucky"))
-    assert [cell.strip() for cell in row.strip("|").split("|")][-3:] == ["1/3", "", ""]
+    assert _row_of(section(tasks), "lucky")[-4:] == ["1/3", "", "", ""]
     # different metrics: ranks are still averaged, scores are not
     mixed = {**tasks, "t2": _cells(scores[2], metric="accuracy")}
     assert aggregate(mixed)["a"]["score"] is None and aggregate(mixed)["a"]["rank"] == found["a"]["rank"]
@@ -150,3 +161,50 @@ def test_references_are_shown_after_the_methods_unranked_and_outside_the_aggrega
     assert rows[-1] == "absolute (reference)" and rows.index("absolute (reference)") > rows.index("b")
     line = next(line for line in section(cells).splitlines() if line.startswith("| absolute (reference)"))
     assert ".300" in line and "**" not in line and TIE not in line
+
+
+def test_durations_are_compact():
+    assert [compact_seconds(s) for s in (0.42, 9.96, 12.4, 59.7, 204, 600, 7200, 36_000)] == \
+        ["0.4 s", "10 s", "12 s", "60 s", "3.4 min", "10 min", "2.0 h", "10 h"]
+    assert compact_seconds(None) == ""
+
+
+def test_the_cost_is_the_median_over_the_common_tasks_of_each_combination_s_unit_seconds():
+    scores = {"a": 0.9, "b": 0.7}
+    tasks = {"t0": _cells(scores, seconds={"a": 10.0, "b": 100.0}), "t1": _cells(scores, seconds={"a": 30.0}),
+             "t2": _cells(scores, seconds={"a": 14.0, "b": 300.0}),
+             "study": _cells({"a": 0.5, "x": 0.4}, seconds={"a": 1e6})}  # outside the common set
+    found = aggregate(tasks)
+    assert found["a"]["seconds"] == 14.0 and found["b"]["seconds"] == 200.0  # b's unknown cost on t1 is left out
+    text = section(tasks)
+    assert _row_of(text, "a")[-2:] == ["1.0 (1.0–1.0)", "14 s"] and _row_of(text, "b")[-1] == "3.3 min"
+    assert _row_of(text, "x")[-4:] == ["1/4", "", "", ""]  # not aggregated: no cost
+    header = next(line for line in text.splitlines() if line.startswith("| combination"))
+    headers = [cell.strip() for cell in header.strip("|").split("|")]
+    assert headers[-4:] == ["tasks", "mean weighted_f1 ↑", "mean rank", "cost"]
+    assert "*cost*: for the aggregated combinations, the median over the same tasks" in text
+
+
+def test_rows_without_seconds_give_an_empty_cost():
+    tasks = {f"t{i}": _cells({"a": 0.9, "b": 0.7}) for i in range(2)}
+    assert aggregate(tasks)["a"]["seconds"] is None
+    for cells in tasks.values():  # cells recorded before costs were: no key at all
+        for cell in cells:
+            del cell["seconds"]
+    assert aggregate(tasks)["a"]["seconds"] is None and _row_of(section(tasks), "a")[-1] == ""
+
+
+def test_a_combination_s_cost_is_the_mean_over_its_units_each_unit_counted_once(tmp_path):
+    df = _rows()
+    df["unit"] = [f"{r.stitcher}/{r.similarity}/{r.seed}/{r.target}" for r in df.itertuples()]
+    units = list(pd.unique(df["unit"]))
+    df["seconds"] = df["unit"].map({unit: 10.0 * (i + 1) for i, unit in enumerate(units)})
+    df.loc[df["unit"] == units[4], "seconds"] = np.nan  # an l1 unit whose time is unknown: left out
+    diagnostics = df[df["unit"] == units[0]].assign(metric="condition", direction="lower")
+    df = pd.concat([df, diagnostics, diagnostics.assign(metric="residual")], ignore_index=True)  # more rows, one unit
+    cells = Stitching().index_cells(df, Page(tmp_path, "t"))
+    # cosine: units of 10, 20, 30, 40 s (per row, the first unit's extra rows would pull it to 20 s); l1: its
+    # unit of unknown time left out; absolute: 90 to 120 s
+    assert {c["method"]: c["seconds"] for c in cells} == pytest.approx(
+        {"random · cosine · relative": 25.0, "random · l1 · relative": 70.0, "random · absolute": 105.0})
+    assert all(c["seconds"] is None for c in Stitching().index_cells(_rows(), Page(tmp_path, "u")))  # old rows

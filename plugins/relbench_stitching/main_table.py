@@ -9,8 +9,9 @@ line under :data:`WIDTH` characters. Each group has an aggregate over its *commo
 (:func:`common_tasks`: specialised studies that measured little of the shared grid drop
 out) and the combinations all of its tasks measured: the mean over those tasks of
 the score and of the rank, each with a 95 % interval from a bootstrap over tasks
-(:func:`task_bootstrap`). References (absolute heads on the pairs they reach, each
-encoder's own head) are shown under the methods for context, unranked.
+(:func:`task_bootstrap`), and its cost: the median over those tasks of the mean wall
+seconds of its units (:func:`compact_seconds`). References (absolute heads on the pairs
+they reach, each encoder's own head) are shown under the methods for context, unranked.
 """
 
 from __future__ import annotations
@@ -73,6 +74,25 @@ def _decimals(value: float) -> str:
     return text.replace("0.", ".", 1) if abs(value) < 1 else text
 
 
+def compact_seconds(seconds: float | None) -> str:
+    """A duration in the largest of seconds, minutes and hours it reaches, with one
+    decimal below ten and none from ten on (``3.4 s``, ``12 s``, ``3.4 min``, ``2.0 h``);
+    empty when unknown (None)."""
+    if seconds is None:
+        return ""
+    unit, size = next((u, n) for u, n in (("h", 3600), ("min", 60), ("s", 1)) if seconds >= n or u == "s")
+    value = seconds / size
+    return f"{value:.1f} {unit}" if round(value, 1) < 10 else f"{value:.0f} {unit}"
+
+
+def median_seconds(cells: list[dict]) -> float | None:
+    """The median of the cells' ``seconds`` (the mean wall seconds of a combination's
+    units on each task), over the cells that know it; None when none does (rows of
+    stores that did not record them)."""
+    known = [c["seconds"] for c in cells if c.get("seconds") is not None]
+    return float(np.median(known)) if known else None
+
+
 def cell_text(cell: dict) -> str:
     """``score±h`` (h: the larger distance from the score to an end of its interval),
     the score in bold for the task's best, marked :data:`TIE` for the others of its group."""
@@ -116,7 +136,8 @@ def aggregate(cells_by_task: dict[str, list[dict]]) -> dict[str, dict]:
     """Per combination of the common set (:func:`common_tasks`, the combinations all of
     its tasks measured), its mean score over those tasks (None when their metrics
     differ) and mean rank (None when it is the only such combination), each as ``(mean,
-    low, high)`` from :func:`task_bootstrap`. The rank in a task is the combination's
+    low, high)`` from :func:`task_bootstrap`, and its ``seconds``
+    (:func:`median_seconds` over those tasks). The rank in a task is the combination's
     place among the combinations aggregated, in the page's order (1 = best)."""
     tasks = common_tasks(cells_by_task)
     if not tasks:
@@ -131,7 +152,8 @@ def aggregate(cells_by_task: dict[str, list[dict]]) -> dict[str, dict]:
     mean_score = task_bootstrap(scores) if len(metrics) == 1 else None
     mean_rank = task_bootstrap(ranks) if len(complete) > 1 else None
     return {m: {"score": tuple(float(x[i]) for x in mean_score) if mean_score else None,
-                "rank": tuple(float(x[i]) for x in mean_rank) if mean_rank else None} for i, m in enumerate(complete)}
+                "rank": tuple(float(x[i]) for x in mean_rank) if mean_rank else None,
+                "seconds": median_seconds([cells[m] for cells in by_method])} for i, m in enumerate(complete)}
 
 
 def _methods(cells_by_task: dict[str, list[dict]], aggregated: dict[str, dict]) -> list[str]:
@@ -155,7 +177,7 @@ def _methods(cells_by_task: dict[str, list[dict]], aggregated: dict[str, dict]) 
 def _aggregate_cells(method: str, aggregated: dict[str, dict], measured: int, tasks: int) -> list[str]:
     found = aggregated.get(method)
     if found is None:
-        return [f"{measured}/{tasks}", "", ""]
+        return [f"{measured}/{tasks}", "", "", ""]
     score = "n/a"
     if found["score"]:
         mean, low, high = found["score"]
@@ -164,7 +186,7 @@ def _aggregate_cells(method: str, aggregated: dict[str, dict], measured: int, ta
     if found["rank"]:
         mean, low, high = found["rank"]
         rank = f"{mean:.1f} ({low:.1f}–{high:.1f})"
-    return [f"{measured}/{tasks}", score, rank]
+    return [f"{measured}/{tasks}", score, rank, compact_seconds(found["seconds"])]
 
 
 def _table(methods: list[str], chunk: list[str], cells_by_task: dict[str, list[dict]], short: dict[str, str],
@@ -182,7 +204,7 @@ def _table(methods: list[str], chunk: list[str], cells_by_task: dict[str, list[d
         if summary:
             row += _aggregate_cells(method, aggregated, measured[method], len(cells_by_task))
         rows.append(row)
-    headers = ["combination", *(short[t] for t in chunk)] + (["tasks", summary, "mean rank"] if summary else [])
+    headers = ["combination", *(short[t] for t in chunk)] + (["tasks", summary, "mean rank", "cost"] if summary else [])
     return tabulate(rows, headers=headers, tablefmt="pipe", disable_numparse=True,
                     colalign=["left"] + ["right"] * (len(headers) - 1))
 
@@ -232,7 +254,12 @@ def _group_section(title: str, cells_by_task: dict[str, list[dict]], short: dict
             f"each with a 95 % percentile interval from a bootstrap over tasks ({RESAMPLES:,} resamples of the tasks "
             f"with replacement, seed {SEED}), which resamples tasks only: it is conditional on each task's seeds and "
             f"test samples, and no interval here resamples encoder pairs (a task's pairs are its design). The others "
-            f"get no aggregate. Rows marked *(reference)* are absolute heads scored on the encoder pairs they reach "
+            f"get no aggregate. *cost*: for the aggregated combinations, the median over the same tasks of the "
+            f"combination's mean wall seconds per unit (one seed × target encoder of the combination, all its "
+            f"source encoders) on the machine that made the rows, including the head training the unit paid for; "
+            f"heads and embeddings shared through the cache are paid by the first unit that needs them, so the cost "
+            f"is indicative (empty where the rows do not record it). Rows marked *(reference)* are absolute heads "
+            f"scored on the encoder pairs they reach "
             f"(equal widths), *(own head)* each encoder's own decoder: context, not ranked.\n")
     return "\n".join(text)
 

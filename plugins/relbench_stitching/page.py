@@ -203,7 +203,7 @@ def common_metrics(df: pd.DataFrame) -> list[str]:
 
 #: the columns a stitching page reads (the rest of a stored row is provenance)
 PAGE_COLUMNS = [*COMBO, "source", "target", "seed", "metric", "value", "direction", "status", "error", "extra",
-                "unit", "per_sample", *DECLARED]
+                "unit", "seconds", "per_sample", *DECLARED]
 
 
 def _prepared(df: pd.DataFrame) -> pd.DataFrame:
@@ -520,18 +520,31 @@ def _finite(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
 
 
+def unit_seconds(df: pd.DataFrame) -> dict[tuple, float]:
+    """Per combination (its :data:`COMBO` values) of a prepared frame (:func:`_prepared`),
+    the mean over its units of the wall seconds each unit took (stored as ``seconds`` on
+    every row of the unit), each unit counted once; rows without a unit id or a number
+    of seconds (older stores) are left out, and a combination with none is missing."""
+    units = df.assign(seconds=pd.to_numeric(df["seconds"], errors="coerce"))
+    units = units.dropna(subset=["unit", "seconds"]).drop_duplicates("unit")
+    return {tuple(combo): float(mean) for combo, mean in units.groupby(COMBO)["seconds"].mean().items()}
+
+
 def index_cells(scored: Scored, views: list[str]) -> list[dict]:
     """The task's cells of the index's main table: per non-reference combination with a
     stitched score, in the page's ranking order (``rank``: its position, 1 = first), its
     score, the ends of its 95 % interval (None when none was computed), whether it is
     the page's best (``best``) or indistinguishable from it (``tie``, the page's bold
-    group), the metric and its direction, and the task's encoder ``views``."""
+    group), the metric and its direction, the task's encoder ``views`` and ``seconds``,
+    the mean wall seconds of the combination's units (:func:`unit_seconds`; None when
+    the rows do not record them)."""
     metric = scored.metrics[0]
+    cost = unit_seconds(scored.df)
     methods = scored.methods.dropna(subset=["stitched"])
     cells = [{"method": combo_label(r), "rank": rank, "score": float(r["stitched"]),
               "low": _finite(r["stitched_lo"]), "high": _finite(r["stitched_hi"]),
               "best": rank == 1, "tie": bool(r["tie"]), "metric": metric, "direction": scored.direction[metric],
-              "views": views}
+              "views": views, "seconds": cost.get(tuple(r[COMBO]))}
              for rank, (_, r) in enumerate(methods.iterrows(), 1)]
     base = scored.scores[metric]
     for _, r in base[base["reference"]].iterrows():  # unranked context: a reference's stitched score, an own head's
@@ -540,5 +553,6 @@ def index_cells(scored: Scored, views: list[str]) -> list[dict]:
         if value is not None:
             cells.append({"method": f"{combo_label(r)} ({what})", "reference": True, "rank": None, "score": value,
                           "low": None, "high": None, "best": False, "tie": False, "metric": metric,
-                          "direction": scored.direction[metric], "views": views})
+                          "direction": scored.direction[metric], "views": views,
+                          "seconds": cost.get(tuple(r[COMBO]))})
     return cells
