@@ -135,6 +135,9 @@ def describe(protocol: EvaluationProtocol, seeds: list[int], samples: list[dict]
     if sizes:
         parts.append(" — measured per unit: " + "; ".join(f"fit {f:,}, validation {v:,}, test {t:,}"
                                                           for f, v, t in sizes))
+    parts.append(". Every seed draws from the same pool, so the seeds' samples overlap: seeds vary the draw, the "
+                 "anchors and the initialisations, not the data source, and the intervals on this page are "
+                 "conditional on that pool (and on the task's encoders: encoder pairs are not resampled)")
     parts.append(f". Evaluation is **{protocol.evaluation}**"
                  + (": a prediction never depends on other test samples (heads normalise with statistics fixed on "
                     "their training data)." if protocol.evaluation == "inductive" else

@@ -1,6 +1,7 @@
 """Heads of the translating stitchers (IRP, Procrustes, affine): inductive predictions (a
 test sample's prediction never depends on the other test samples), the evaluation option
-reaching the head, and the text head's final ReLU of the IRP reference code."""
+reaching the head, one head for every stitcher, and the text head's final ReLU of the IRP
+reference code as a declared variant."""
 
 import pytest
 import torch
@@ -8,6 +9,7 @@ from sklearn.datasets import load_digits
 
 from relbench.interfaces import Bank, FitContext, StitchSide
 from relbench_irp.stitchers import AffineStitcher, IRPStitcher, ProcrustesStitcher
+from relbench_relreps.stitchers import AbsoluteDecoder
 
 
 def _banks():
@@ -73,8 +75,10 @@ def test_transductive_evaluation_reaches_the_head(cls):
     assert not torch.allclose(alone, whole[:1], atol=1e-3)
 
 
-def test_text_heads_end_with_the_reference_codes_relu_by_default():
-    assert IRPStitcher().text_relu and ProcrustesStitcher().text_relu and AffineStitcher().text_relu
+def test_text_relu_is_a_declared_variant_not_the_default():
+    """The reference code's ReLU on text logits is an option; by default every stitcher's
+    head is the harness's reference head."""
+    assert not (IRPStitcher().text_relu or ProcrustesStitcher().text_relu or AffineStitcher().text_relu)
     logits = {}
     for modality, text_relu in (("text", True), ("text", False), ("image", True)):
         stitcher = IRPStitcher(epochs=2, lr=1e-3, omega=2, delta=0.5, text_relu=text_relu)
@@ -86,3 +90,20 @@ def test_text_heads_end_with_the_reference_codes_relu_by_default():
     relu = logits["text", True]
     assert float(relu.min()) == 0.0  # ReLU on the logits: non-negative, some clipped to zero
     assert float(logits["text", False].min()) < 0 and float(logits["image", True].min()) < 0  # no ReLU
+
+
+@pytest.mark.parametrize("modality", ["image", "text"])
+@pytest.mark.parametrize("cls", [IRPStitcher, ProcrustesStitcher, AffineStitcher])
+def test_every_stitcher_decodes_with_the_absolute_baselines_head(cls, modality):
+    """One head for all stitchers: with the defaults, a translating stitcher reuses the
+    very head the absolute baseline fitted on the same target, seed and settings (so it
+    is the same architecture, weights and normalisation); the ReLU variant does not."""
+    context = ctx(modality=modality)
+    absolute = AbsoluteDecoder(epochs=2)
+    absolute.fit(side("pixels"), context)
+    stitcher = cls(epochs=2)
+    stitcher.fit(side("pixels"), context)
+    assert stitcher._head is absolute._head
+    variant = cls(epochs=2, text_relu=True)
+    variant.fit(side("pixels"), context)
+    assert (variant._head is absolute._head) == (modality == "image")

@@ -16,6 +16,7 @@ def test_the_protocol_paragraph_states_sizes_validation_evaluation_and_chosen_co
                     [("similarity wip", record), ("similarity wip", record)])
     assert "5 seeds [0, 1, 2, 3, 4]" in text and "5,000 training and 2,000 test" in text
     assert "20% of the training draw" in text and "fit 4,000, validation 1,000, test 2,000" in text
+    assert "Every seed draws from the same pool" in text and "encoder pairs are not resampled" in text
     assert "**inductive**" in text and "similarity wip: `shrinkage` over [0.1, 0.5]: chosen 0.5 ×2" in text
     assert "transductive" in describe(EvaluationProtocol(evaluation="transductive", validation=0.0), [0], [], [])
 

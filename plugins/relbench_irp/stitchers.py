@@ -29,9 +29,13 @@ _HEAD_DOC = """
         hidden: hidden width of the head. Default 256 (our choice).
         batch_size: training batch size. Default 32 (reference code).
         text_relu: end the ``reference`` head of a non-image modality with a ReLU on
-            its logits, as the IRP reference code's text head does (the harness's
-            reference head, shared with the relative decoder and the absolute
-            baseline, has none). Default True (reference code).
+            its logits, as the IRP reference code's text head does. Default False:
+            every stitcher decodes with the same head, the harness's reference head
+            that the relative decoder and the absolute baseline train (with the
+            default, the translating stitchers share the absolute baseline's fitted
+            head), so a comparison between stitchers compares their translations
+            only. True is the reference code's variant, a different head: it is
+            part of the unit's identity and shown on the page as a parameter.
 """
 
 
@@ -86,7 +90,7 @@ class AbsoluteTranslationStitcher(Stitcher):
     lr: float | None = None
     hidden: int = 256
     batch_size: int = 32
-    text_relu: bool = True
+    text_relu: bool = False
 
     def __post_init__(self) -> None:
         if self.epochs is not None and self.epochs <= 0:
