@@ -482,6 +482,12 @@ class Regularizer(Plugin, ABC):
     #: them as :attr:`FitContext.partners` (never an encoder held out of the unit), and
     #: the result rows record that the decoder saw more than one space at fit time
     needs_partner_banks: ClassVar[bool] = False
+    #: False for a *control* that adds no loss term (its :meth:`loss` is exactly zero)
+    #: and exists for what it makes the training share with a regularizer that does: an
+    #: adapter (:attr:`needs_adapter`), class-balanced batches (:meth:`batch_shape`).
+    #: The conformance kit then checks the zero instead of a gradient, and the training
+    #: accepts a loss with no trainable path from it
+    adds_loss: ClassVar[bool] = True
 
     def batch_shape(self) -> tuple[int, int] | None:
         """``(classes, samples per class)`` when the loss needs class-balanced batches."""

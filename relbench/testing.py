@@ -30,7 +30,8 @@ so state left by one call never hides a fault of the next:
   other test samples; :class:`~relbench.interfaces.NotAchievable` only by design;
 * :func:`check_encoder`: ``n × d`` float32 (``d`` as declared), a stable fingerprint;
 * :func:`check_dataset`: aligned splits, labels among the classes, a stable fingerprint;
-* :func:`check_regularizer`: a finite scalar loss, with a gradient where it trains;
+* :func:`check_regularizer`: a finite scalar loss, with a gradient where it trains (exactly
+  zero for a control that declares it adds none);
 * :func:`check_task_kind`: unique planned units, each computed once (:class:`TaskRunDouble`);
 * :func:`check_metric`: a known output, aggregation and direction; a ``mean`` metric's score
   the mean of its per-sample values; vectorised bootstrap scores equal to ``compute``.
@@ -771,7 +772,9 @@ def check_regularizer(regularizer: Regularizer, steps: int = 4) -> None:
 
     * returns a regularizer whose :meth:`~Regularizer.loss` on that batch is a finite
       scalar tensor and whose diagnostics are :class:`Diagnostic`;
-    * where it trains something (it :attr:`~Regularizer.needs_adapter`), gives the
+    * where it adds no loss (:attr:`~Regularizer.adds_loss` False: a same-budget
+      control), returns a loss of exactly zero;
+    * else, where it trains something (it :attr:`~Regularizer.needs_adapter`), gives the
       trained bank's embeddings a finite, non-zero gradient."""
     shape = regularizer.batch_shape() or (3, 8)
     batch, trained = _regularizer_batch(shape)
@@ -787,6 +790,10 @@ def check_regularizer(regularizer: Regularizer, steps: int = 4) -> None:
     bad = [k for k, v in ready.diagnostics().items() if not isinstance(v, Diagnostic)]
     _require(not bad, regularizer, f"diagnostics {bad} are not Diagnostic", on,
              "wrap each one in Diagnostic(value, direction)")
+    if not type(regularizer).adds_loss:
+        _require(loss.item() == 0.0, regularizer, f"it declares adds_loss = False but its loss is {loss.item()}", on,
+                 "return an exact zero (e.g. 0 * batch.embeddings[batch.trained].sum()), or declare adds_loss = True")
+        return
     if not type(regularizer).needs_adapter:
         return
     _require(loss.requires_grad, regularizer, "the loss carries no gradient", on,

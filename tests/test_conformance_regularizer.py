@@ -18,6 +18,7 @@ CASES = {
     "barlow-twins": {},
     "align-uniform": {},
     "topological": {"classes_per_batch": 3, "samples_per_class": 8},
+    "adapter": {},
 }
 
 
@@ -32,6 +33,20 @@ def test_the_registered_regularizer_passes(registry, name):
 
 def test_the_topological_default_batch_shape_passes_too(registry):
     check_regularizer(registry.get("regularizer", "topological")())
+
+
+def test_the_control_adds_an_exact_zero_through_the_graph_in_topological_default_batches(registry):
+    control, topological = registry.get("regularizer", "adapter")(), registry.get("regularizer", "topological")()
+    assert control.batch_shape() == topological.batch_shape() == (8, 16)
+    assert type(control).needs_adapter and not type(control).adds_loss and type(topological).adds_loss
+    X = torch.randn(6, 4, requires_grad=True)
+    loss = control.loss(RegularizerBatch(labels=torch.arange(6) % 2, embeddings={"a": X}, relative={}, trained="a"))
+    assert loss.item() == 0.0 and loss.requires_grad
+
+
+def test_the_control_refuses_an_empty_batch_shape(registry):
+    with pytest.raises(ValueError, match="samples_per_class must be at least 1"):
+        registry.get("regularizer", "adapter")(samples_per_class=0)
 
 
 @dataclass
@@ -78,7 +93,20 @@ class PartnerOnly(Regularizer):
         return partner.pow(2).mean() + 0 * batch.embeddings[batch.trained].sum()
 
 
+@dataclass
+class LossyControl(Regularizer):
+    """Declares it adds no loss, but returns the spread of the trained bank."""
+
+    name: ClassVar[str] = "lossy-control"
+    needs_adapter: ClassVar[bool] = True
+    adds_loss: ClassVar[bool] = False
+
+    def loss(self, batch: RegularizerBatch) -> torch.Tensor:
+        return batch.embeddings[batch.trained].std()
+
+
 @pytest.mark.parametrize("broken,message", [
+    (LossyControl(), r"it declares adds_loss = False but its loss is [1-9][0-9.]*.*return an exact zero"),
     (PartnerOnly(), "the trained bank's embeddings get no finite, non-zero gradient.*depend differentiably"),
     (Detached(), r"Detached \(regularizer 'detached'\): the loss carries no gradient \(on a batch of 3 classes × 8 "
                  r"samples.*without \.detach\(\), \.item\(\) or numpy"),

@@ -3,7 +3,7 @@ measured on the first epoch's batches, inert regularizers refused at fit, induct
 heads and decoders that pass the evaluation mode on, robust cosine's training
 statistics (a test row projects alone as inside its split), PARAM weights."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import pytest
@@ -16,7 +16,7 @@ from relbench_param import SoftJaccardRegularizer
 from relbench_relreps import AbsoluteDecoder, Cosine, RelativeDecoder
 from relbench_relreps.adapter import Adapter
 from relbench_relreps.heads import train_relative_with_regularizers
-from relbench_topology import RobustCosine, Topological
+from relbench_topology import AdapterControl, RobustCosine, Topological
 from relbench_topology.persistence import class_death_times
 
 N, D, C = 192, 8, 4
@@ -76,6 +76,75 @@ class _OnFixedFeatures(Regularizer):
 def test_a_regularizer_with_no_trainable_path_is_refused_at_fit():
     with pytest.raises(ValueError, match="trains nothing"):
         _train([_OnFixedFeatures()])
+
+
+@dataclass
+class _SeenBatches:
+    """Records the labels of every training batch a regularizer's loss is given."""
+
+    seen: list[torch.Tensor] = field(default_factory=list)
+
+    def loss(self, batch: RegularizerBatch) -> torch.Tensor:
+        self.seen.append(batch.labels.clone())
+        return super().loss(batch)
+
+
+@dataclass
+class _RecordingControl(_SeenBatches, AdapterControl):
+    """The control, recording its batches."""
+
+
+@dataclass
+class _RecordingTopological(_SeenBatches, Topological):
+    """Topological densification, recording its batches (its prepared copies share the list)."""
+
+
+def test_the_control_trains_an_adapter_on_class_balanced_batches_with_the_head_loss_only():
+    control = _RecordingControl(classes_per_batch=2, samples_per_class=8)
+    fitted = _train([control])
+    seen = control.seen
+    assert fitted.adapter is not None and fitted.adapter.drift() > 0  # trained, by the head's loss
+    assert len(seen) == SETTINGS.epochs * (N // 16)
+    for labels in seen:  # 2 classes × 8 samples each, never the plain batches' mix of all 4 classes
+        assert sorted(torch.bincount(labels, minlength=C).tolist()) == [0, 0, 8, 8]
+    assert _train([]).adapter is None  # without the control: no adapter
+
+
+def test_the_control_sees_exactly_the_batches_topological_trains_on():
+    control = _RecordingControl(classes_per_batch=C, samples_per_class=8)
+    topological = _RecordingTopological(classes_per_batch=C, samples_per_class=8)
+    _train([control])
+    _train([topological])
+    assert len(control.seen) == len(topological.seen) > 0
+    assert all(torch.equal(a, b) for a, b in zip(control.seen, topological.seen))
+
+
+@dataclass
+class _PlainZeroControl(Regularizer):
+    """A control whose zero carries no graph."""
+
+    name: ClassVar[str] = "plain-zero-control"
+    needs_adapter: ClassVar[bool] = True
+    adds_loss: ClassVar[bool] = False
+
+    def loss(self, batch: RegularizerBatch) -> torch.Tensor:
+        return torch.zeros(())
+
+
+@dataclass
+class _LossyControl(_PlainZeroControl):
+    """Declares it adds no loss, but adds the spread of the relative features."""
+
+    name: ClassVar[str] = "lossy-control"
+
+    def loss(self, batch: RegularizerBatch) -> torch.Tensor:
+        return batch.relative[batch.trained].std()
+
+
+def test_a_control_needs_no_trainable_path_but_must_add_exactly_zero():
+    assert _train([_PlainZeroControl()]).adapter is not None
+    with pytest.raises(ValueError, match="declares adds_loss = False but returned a loss of"):
+        _train([_LossyControl()])
 
 
 def test_param_regularizers_refuse_a_zero_weight():

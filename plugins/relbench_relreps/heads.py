@@ -94,7 +94,8 @@ def train_relative_with_regularizers(
 
     Raises ``ValueError`` when a regularizer's loss has no trainable path (it would add
     a constant and train nothing), e.g. a term on the relative features of a frozen
-    encoder without an adapter.
+    encoder without an adapter; a control that declares it adds no loss
+    (``adds_loss`` False) needs none, but is refused when its loss is not exactly zero.
     """
     torch.manual_seed(seed)
     device = X.device
@@ -157,7 +158,16 @@ def train_relative_with_regularizers(
 
 
 def _checked(reg: Regularizer, term: torch.Tensor, adapter: Adapter | None, encoder: str) -> torch.Tensor:
-    """A regularizer's loss for one batch, refused when it trains nothing or is not finite."""
+    """A regularizer's loss for one batch, refused when it trains nothing or is not finite.
+
+    A control that declares it adds no loss (``adds_loss`` False) is meant to train
+    nothing itself: its loss needs no trainable path, but must be exactly zero."""
+    if not type(reg).adds_loss:
+        if term.item() != 0.0:
+            raise ValueError(f"regularizer {reg.name!r} declares adds_loss = False but returned a loss of "
+                             f"{term.item()} for a training batch of encoder {encoder!r}: a control must add nothing "
+                             f"(return an exact zero, or declare adds_loss = True)")
+        return term
     if not term.requires_grad:
         raise ValueError(
             f"regularizer {reg.name!r} trains nothing for encoder {encoder!r}: its loss has no path to a "

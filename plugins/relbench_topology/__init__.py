@@ -1,8 +1,10 @@
 """relbench built-in plugins from García-Castellanos et al., "Relative representations:
 topological and geometric perspectives": the robust cosine and topological
-densification."""
+densification, with its same-budget control (the adapter and batches it trains with,
+without its loss term)."""
 
 from relbench.api import hookimpl
+from relbench_topology.control import AdapterControl
 from relbench_topology.regularizer import Topological
 from relbench_topology.robust import RobustCosine
 
@@ -15,8 +17,8 @@ def relbench_similarities():
 
 @hookimpl
 def relbench_regularizers():
-    """Topological densification."""
-    return [Topological]
+    """Topological densification and its same-budget control."""
+    return [Topological, AdapterControl]
 
 
-__all__ = ["RobustCosine", "Topological"]
+__all__ = ["AdapterControl", "RobustCosine", "Topological"]
