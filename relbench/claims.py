@@ -21,6 +21,11 @@ good"). Every claim is judged on what both sides share:
 
 Intervals resample seeds and each seed's test samples; they are conditional on the
 encoder pairs, which are not resampled (the page says so).
+
+A claim may say which paper and setting it stands for and what differs here
+(``paper``): the page shows that under its verdict, and when the verdict is *does not
+hold*, says in the claim's own words (the paper's) that the paper's claim does not hold
+here.
 """
 
 from __future__ import annotations
@@ -144,7 +149,7 @@ def claims_section(kind: TaskKind, df: pd.DataFrame, claims: list[dict], metrics
     scored = kind.claim_rows(df)
     direction = directions(df)
     names = [m for m in pd.unique(df["metric"]) if m != "error"]
-    entries: list[str | Tested] = []
+    entries: list[tuple[dict, str | Tested, str | None]] = []  # (claim, its line or test, its verdict)
     for claim in claims:
         metric = claim.get("metric") or (names[0] if names else "")
         sides = [filtered(scored[scored["metric"] == metric], claim[k]) for k in ("better", "worse")]
@@ -152,21 +157,41 @@ def claims_section(kind: TaskKind, df: pd.DataFrame, claims: list[dict], metrics
         if claim.get("measure", "score") == "achievable":
             values = [cell_count(kind, d[d["status"] == "ok"]) for d in sides]
             outcome = HOLDS if values[0] > values[1] else FAILS
-            entries.append(f"- {claim['claim']}: **{outcome}** — {labels[0]}: {values[0]}/"
-                           f"{cell_count(kind, sides[0])} cells vs {labels[1]}: {values[1]}/"
-                           f"{cell_count(kind, sides[1])} cells (achievable cells: a count, fixed by design, not "
-                           f"tested).")
+            entries.append((claim, f"- {claim['claim']}: **{outcome}** — {labels[0]}: {values[0]}/"
+                                   f"{cell_count(kind, sides[0])} cells vs {labels[1]}: {values[1]}/"
+                                   f"{cell_count(kind, sides[1])} cells (achievable cells: a count, fixed by design, "
+                                   f"not tested).", outcome))
             continue
-        entries.append(_tested(kind, df, claim, metric, sides, labels, metrics.get(metric), direction))
-    family = [e for e in entries if isinstance(e, Tested)]
+        entries.append((claim, _tested(kind, df, claim, metric, sides, labels, metrics.get(metric), direction), None))
+    family = [e for _, e, _ in entries if isinstance(e, Tested)]
     rejected = dict(zip(map(id, family), holm([e.p for e in family])))
-    lines = [_preamble(kind, len(family))]
-    for entry in entries:
+    lines = [_preamble(kind, len(family), any("paper" in claim for claim in claims))]
+    for claim, entry, outcome in entries:
         if isinstance(entry, Tested):
             outcome = (HOLDS if entry.p_holds <= entry.p_fails else FAILS) if rejected[id(entry)] else INCONCLUSIVE
             entry = f"- {entry.claim}: **{outcome}** — {entry.details}"
-        lines.append(entry)
+        lines.append(entry + paper_note(claim, outcome))
     return "\n".join(lines) + "\n"
+
+
+#: the words a page uses when a paper's claim is contradicted by the rows
+PAPER_FAILS = "The paper's claim does not hold here"
+
+
+def paper_note(claim: dict, outcome: str | None) -> str:
+    """The indented lines under a claim's verdict: the paper and setting it stands for and
+    what differs here (the claim's ``paper``; nothing without one), and, when the verdict
+    is *does not hold*, :data:`PAPER_FAILS` with the claim in its own words, which are the
+    paper's. ``outcome`` is None for a claim that could not be measured."""
+    if not claim.get("paper"):
+        return ""
+    note = f"\n  - *Stands for:* {claim['paper'].strip()}"
+    if outcome == FAILS:
+        shown = ("its claimed-better side reaches no more cells than the claimed-worse one"
+                 if claim.get("measure", "score") == "achievable" else
+                 "its claimed-better side scores below the claimed-worse one by more than the margin")
+        note += f"\n  - **{PAPER_FAILS}:** “{claim['claim']}” — here {shown}."
+    return note
 
 
 def _tested(kind: TaskKind, df: pd.DataFrame, claim: dict, metric: str, sides: list[pd.DataFrame],
@@ -205,8 +230,9 @@ def _tested(kind: TaskKind, df: pd.DataFrame, claim: dict, metric: str, sides: l
     return Tested(claim["claim"], details, p_holds, p_fails)
 
 
-def _preamble(kind: TaskKind, family: int) -> str:
-    """What the claims section tests and how (the family and its control)."""
+def _preamble(kind: TaskKind, family: int, papers: bool) -> str:
+    """What the claims section tests and how (the family and its control); ``papers``:
+    some claim names the paper setting it stands for."""
     pairs = f" on the same {'/'.join(kind.paired_on)} and seeds (those both sides were measured on)" \
         if kind.paired_on else " on the same seeds"
     return ("\n### Orderings reported by the papers, checked here\n\n"
@@ -219,4 +245,6 @@ def _preamble(kind: TaskKind, family: int) -> str:
             f"bootstrap p-value, and Holm's step-down procedure keeps the chance of any false verdict among them "
             f"at {FAMILY_ALPHA:.0%}. Margins are per metric (the metric plugin's, unless the claim sets one). "
             + method_note(None) + " Intervals are conditional on the encoder pairs measured (pairs are not "
-            "resampled).\n")
+            "resampled)." + (" Under a claim, *stands for* names the paper, table and setting it comes from and what "
+                             "differs here; where such a claim does not hold, the line says so in the paper's words."
+                             if papers else "") + "\n")

@@ -38,7 +38,8 @@ The schema (every key optional unless marked)::
         metrics, seeds, num_anchors, device, precision, batch_size, protocol: override the suite's
         published:               # numbers from a paper, shown next to ours on the leaderboard
           - {stitcher: relative, source: rexnet, target: vit-b, metric: weighted_f1,
-             value: 0.7681, reference: "Moschella et al. 2023, Table 6"}
+             value: 0.7681, reference: "Moschella et al. 2023, Table 6",
+             differs: "encoders at 128 px; 5 head epochs; 300 anchors"}   # what differs here (a note)
           # without source/target: compared with the mean over stitched (off-diagonal) pairs
         claims:                  # orderings a paper reports, checked on this task's results
           - claim: relative decoders stitch far better than absolute heads
@@ -46,6 +47,7 @@ The schema (every key optional unless marked)::
             worse: {stitcher: absolute}    # … should beat these (measure: score | achievable)
             margin: 0.01                   # the smallest difference that counts (default: the metric's)
             test: superiority              # or non-inferiority: "at least as good", within the margin
+            paper: "Moschella et al. 2023, Table 6; differs: …"  # the setting it stands for, what differs
 
 A plugin spec is a name (``cosine``) or a mapping ``{name: cosine, params: {...},
 label: cosine-centred}``; the label (default: the name, plus the parameters that differ
@@ -97,10 +99,10 @@ EXECUTORS = ("local", "ray")
 TOP_KEYS = {"suite", "include", "tasks"}
 TASK_KEYS = {"name", "kind", "description", "dataset", "encoders", "grid", "metrics", "seeds", "protocol",
              "num_anchors", "device", "precision", "batch_size", "published", "claims"}
-CLAIM_KEYS = {"claim", "better", "worse", "measure", "metric", "margin", "test"}
+CLAIM_KEYS = {"claim", "better", "worse", "measure", "metric", "margin", "test", "paper"}
 #: what a score claim may test: a strict ordering, or "at least as good" within the margin
 CLAIM_TESTS = ("superiority", "non-inferiority")
-PUBLISHED_KEYS = {"metric", "value", "reference"}  # plus the task kind's columns
+PUBLISHED_KEYS = {"metric", "value", "reference", "differs"}  # plus the task kind's columns
 SPEC_KEYS = {"name", "params", "label"}
 ENCODER_KEYS = SPEC_KEYS | {"view"}
 NONE = "none"
@@ -429,6 +431,12 @@ def _expect(value: Any, tp: type | tuple, where: _Where, expected: str) -> Any:
     return value
 
 
+def _optional_text(entry: dict, key: str, where: _Where, what: str) -> None:
+    """``entry[key]``, when present, is a string (``what`` says what it holds)."""
+    if key in entry:
+        _expect(entry[key], str, where.child(key, entry), f"a string: {what}")
+
+
 def _repeated(items: list) -> list:
     """The items that occur more than once in ``items``, sorted (linear in the items)."""
     return sorted(item for item, count in collections.Counter(items).items() if count > 1)
@@ -677,10 +685,12 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
     published = []
     for entry, ewhere in _entries(raw, "published", where, PUBLISHED_KEYS | columns, ("metric", "value")):
         _expect(entry["value"], (int, float), ewhere.child("value", entry), "a number")
+        _optional_text(entry, "differs", ewhere, "what differs here from the paper's setting")
         published.append(entry)
     claims = []
     for entry, ewhere in _entries(raw, "claims", where, CLAIM_KEYS, ("claim", "better", "worse")):
         claims.append(entry)
+        _optional_text(entry, "paper", ewhere, "which paper and setting the claim stands for, and what differs here")
         for side in ("better", "worse"):
             _expect(entry[side], dict, ewhere.child(side, entry),
                     "a mapping of column values, e.g. {stitcher: relative}")

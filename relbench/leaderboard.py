@@ -89,10 +89,12 @@ def _remove_stale_figures(page: Page) -> None:
 
 
 def published_section(kind: TaskKind, df: pd.DataFrame, published: list[dict]) -> str:
-    """A table of published numbers next to ours (mean over seeds): an entry that pins
-    one cell is compared with that cell, one that matches several with the mean over
-    the cells the kind compares (for stitching: the stitched pairs)."""
-    rows = []
+    """A table of a paper's numbers (column ``paper``) next to ours (mean over seeds): an
+    entry that pins one cell is compared with that cell, one that matches several with
+    the mean over the cells the kind compares (for stitching: the stitched pairs). What
+    differs from the paper's setting (an entry's ``differs``) is a numbered note below the
+    table, the row carrying its number; entries that differ alike share one note."""
+    rows, notes = [], []
     for entry in published:
         cell = {c: entry[c] for c in kind.columns if c in entry}
         d = filtered(df[(df["metric"] == entry["metric"]) & (df["status"] == "ok")], cell)
@@ -100,11 +102,19 @@ def published_section(kind: TaskKind, df: pd.DataFrame, published: list[dict]) -
             d = kind.claim_rows(d)
         per_seed = d.groupby("seed", dropna=False)["value"].mean()
         ours = per_seed.mean() if len(per_seed) else np.nan
-        rows.append([" · ".join(map(str, cell.values())) or "all", entry["metric"], fmt(entry["value"]),
+        name = " · ".join(map(str, cell.values())) or "all"
+        if entry.get("differs"):
+            if entry["differs"] not in notes:
+                notes.append(entry["differs"])
+            name += f" [{notes.index(entry['differs']) + 1}]"
+        rows.append([name, entry["metric"], fmt(entry["value"]),
                      fmt(ours, per_seed.std(ddof=0) if len(per_seed) > 1 else None),
                      fmt(ours - entry["value"]) if not math.isnan(ours) else "not run", entry.get("reference", "")])
+    listed = "".join(f"{i}. {note.strip()}\n" for i, note in enumerate(notes, 1))
     return ("\n### Published numbers next to ours\n\n" +
-            table(rows, headers=["cell", "metric", "published", "relbench", "difference", "source"]) + "\n")
+            table(rows, headers=["cell", "metric", "paper", "relbench", "difference", "source"]) + "\n" +
+            (f"\nWhat differs here from the paper's setting (the bracketed numbers above):\n\n{listed}"
+             if notes else ""))
 
 
 def _values(df: pd.DataFrame, column: str) -> list[str]:
@@ -330,8 +340,9 @@ def first_sentence(text: str) -> str:
 
 
 def reference_gap(score: float, reference: float, direction: str) -> float:
-    """How far a task's best score is from its reference, positive when the reference is
-    better in the metric's ``direction`` (NaN without a reference)."""
+    """How far a task's best score falls short of its reference in the metric's better
+    ``direction``: positive when the reference is better, negative when the best score
+    beats it (NaN without a reference)."""
     if math.isnan(reference):
         return np.nan
     return score - reference if direction == "lower" else reference - score
@@ -515,8 +526,10 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
              "## Tasks\n",
              "*best score*: with its 95 % interval where the task's page computes one (otherwise ± std over "
              "seeds); the page shows which other combinations are indistinguishable from it. *reference*: the "
-             "score the task's page compares with (for stitching, the target encoder's own head); *gap*: how far "
-             "the best score falls short of it in the metric's better direction. *drawn from*: whether the store "
+             "score the task's kind compares its best with (its page's **Means** line says what it is; n/a where "
+             "the kind names none); *gap*: the reference minus the best score, signed so that a positive gap is how "
+             "far the best score falls short of the reference in the metric's better direction and a negative gap "
+             "is how far it beats it (n/a without a reference). *drawn from*: whether the store "
              "held every unit of the task's plan when its page was drawn (a complete page is replaced only by "
              "another complete one), and the git revisions of its rows.\n",
              tabulate(index_rows, headers=["task", "kind", "best combination", "metric", "best score",

@@ -124,3 +124,53 @@ def test_achievable_claims_are_counts_outside_the_family():
              "worse": {"stitcher": "absolute"}}
     text = claims_section(_stitching(), pd.DataFrame(rows), [claim], {})
     assert "not tested" in text and "family is this page's 0 score claims" in text
+
+
+def _paper_claim(**extra):
+    return {"claim": "relative beats absolute (A et al.)", "better": {"stitcher": "relative"},
+            "worse": {"stitcher": "absolute"}, "paper": "A et al. 2023, Table 5; differs: 5 head epochs", **extra}
+
+
+def _one_pair(relative: float, absolute: float) -> pd.DataFrame:
+    rows = [_row("relative", "a", "b", s, relative + 0.001 * s) for s in range(5)]
+    rows += [_row("absolute", "a", "b", s, absolute + 0.001 * s, similarity=None) for s in range(5)]
+    return pd.DataFrame(rows)
+
+
+def _note_under(text: str, claim: str) -> list[str]:
+    """The indented lines under ``claim``'s verdict line."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"- {claim}:"))
+    return [line for line in lines[start + 1:] if line.startswith("  - ")][:2]
+
+
+def test_a_claim_names_the_paper_setting_it_stands_for_under_its_verdict():
+    text = claims_section(_stitching(), _one_pair(0.9, 0.5), [_paper_claim()], {})
+    assert "**holds**" in text
+    notes = _note_under(text, "relative beats absolute (A et al.)")
+    assert notes == ["  - *Stands for:* A et al. 2023, Table 5; differs: 5 head epochs"]
+    assert "does not hold here" not in text and "*stands for* names the paper" in text
+    plain = claims_section(_stitching(), _one_pair(0.9, 0.5), [{k: v for k, v in _paper_claim().items()
+                                                                if k != "paper"}], {})
+    assert "Stands for" not in plain and "*stands for* names the paper" not in plain
+
+
+def test_a_failing_papers_claim_is_said_not_to_hold_here_in_its_own_words():
+    text = claims_section(_stitching(), _one_pair(0.5, 0.9), [_paper_claim()], {})
+    assert "**does not hold**" in text
+    stands, fails = _note_under(text, "relative beats absolute (A et al.)")
+    assert stands.startswith("  - *Stands for:* A et al. 2023, Table 5")
+    assert fails == ("  - **The paper's claim does not hold here:** “relative beats absolute (A et al.)” — "
+                     "here its claimed-better side scores below the claimed-worse one by more than the margin.")
+    inconclusive = claims_section(_stitching(), _one_pair(0.700, 0.702), [_paper_claim()], {})
+    assert "**inconclusive**" in inconclusive and "does not hold here" not in inconclusive
+
+
+def test_a_failing_achievable_claim_is_said_not_to_hold_in_cells():
+    rows = [_row("irp", "a", "b", 0, 0.5), _row("absolute", "a", "b", 0, 0.9, similarity=None)]
+    claim = {"claim": "irp reaches more pairs", "measure": "achievable", "better": {"stitcher": "irp"},
+             "worse": {"stitcher": "absolute"}, "paper": "B et al. 2024, Table 2"}
+    text = claims_section(_stitching(), pd.DataFrame(rows), [claim], {})
+    assert "**does not hold**" in text
+    assert "**The paper's claim does not hold here:** “irp reaches more pairs” — here its claimed-better side " \
+           "reaches no more cells than the claimed-worse one." in text

@@ -93,3 +93,15 @@ def test_claims_and_published_are_validated(registry, write_yaml):
     assert "tasks[0].claims[0].test" in msg and "superiority, non-inferiority" in msg
     msg = _error(registry, write_yaml, GOOD + "    published:\n      - {metric: accuracy, value: high}\n")
     assert "expected a number" in msg
+
+
+def test_a_claims_paper_and_a_published_entrys_differs_are_text(registry, write_yaml):
+    claim = "    claims:\n      - {claim: x, better: {stitcher: relative}, worse: {stitcher: absolute}, paper: %s}\n"
+    entry = "    published:\n      - {stitcher: relative, metric: accuracy, value: 0.9, differs: %s}\n"
+    suite = load_suite(write_yaml(GOOD + claim % '"A 2023, Table 5"' + entry % '"five epochs"'), registry)
+    (task,) = suite.tasks
+    assert task.claims[0]["paper"] == "A 2023, Table 5" and task.published[0]["differs"] == "five epochs"
+    msg = _error(registry, write_yaml, GOOD + claim % "[Table, 5]")
+    assert "tasks.yaml:16" in msg and "tasks[0].claims[0].paper" in msg and "expected a string" in msg
+    msg = _error(registry, write_yaml, GOOD + entry % "{epochs: 5}")
+    assert "tasks.yaml:16" in msg and "tasks[0].published[0].differs" in msg and "expected a string" in msg

@@ -148,6 +148,7 @@ def test_index_says_how_to_cite_with_version_and_results_date(registry, cli_main
     index = (path.parent / "boards" / "README.md").read_text()
     newest = max(e.time for e in runner.store.read("blobs").units.values())
     assert f"*relbench {__version__}, results of {clock.strftime('%Y-%m-%d', clock.gmtime(newest))}*" in index
+    assert "*gap*: the reference minus the best score" in index and "a negative gap is how far it beats it" in index
     # the citation file names the same version as the package
     cff = yaml.safe_load((Path(__file__).resolve().parents[1] / "CITATION.cff").read_text())
     assert cff["cff-version"] == "1.2.0" and cff["version"] == __version__
@@ -450,3 +451,38 @@ def test_every_builtin_kind_without_a_headline_says_what_its_page_means():
     for kind in (TranslationQuality, ScaleInvariance, WordNeighbourhoods, PerformanceProxy, Reconstruction):
         sentence = kind().meaning(None, "neutral")
         assert sentence != generic and sentence.endswith(".") and "\n" not in sentence, kind.name
+
+
+def test_published_numbers_stand_in_a_paper_column_with_what_differs_as_notes():
+    import pandas as pd
+
+    from relbench.leaderboard import published_section
+    from relbench_stitching import Stitching
+
+    def row(stitcher, source, target, seed, value):
+        return {"selector": "random", "similarity": None, "stitcher": stitcher, "regularizer": None,
+                "source": source, "target": target, "held_out": None, "seed": seed, "metric": "accuracy",
+                "value": value, "direction": "higher", "status": "ok"}
+
+    rows = [row("irp", "a", "b", s, 0.6 + 0.1 * s) for s in range(2)] + [row("irp", "b", "a", 0, 0.9)]
+    rows += [row("irp", "a", "a", 0, 0.99)]  # the diagonal is not a stitched pair
+    published = [
+        {"stitcher": "irp", "metric": "accuracy", "value": 0.88, "reference": "B 2024, Table 2",
+         "differs": "encoders at 128 px"},
+        {"stitcher": "irp", "source": "a", "target": "b", "metric": "accuracy", "value": 0.5,
+         "differs": "encoders at 128 px"},
+        {"stitcher": "procrustes", "metric": "accuracy", "value": 0.7, "differs": "5 head epochs"},
+        {"stitcher": "irp", "metric": "weighted_f1", "value": 0.8},
+    ]
+    text = published_section(Stitching(), pd.DataFrame(rows), published)
+    header = next(line for line in text.splitlines() if line.startswith("| cell"))
+    assert [c.strip() for c in header.strip("|").split("|")] == ["cell", "metric", "paper", "relbench",
+                                                                   "difference", "source"]
+    lines = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| irp")
+             or line.startswith("| procrustes")}
+    # seed 0: mean of a→b 0.6 and b→a 0.9 = 0.75; seed 1: a→b 0.7 → 0.725 over seeds
+    assert "0.725" in lines["irp [1]"] and "-0.155" in lines["irp [1]"]
+    assert "irp · a · b [1]" in lines and "not run" in lines["procrustes [2]"]
+    assert "irp" in lines and "[" not in lines["irp"].split("|")[1]  # an entry without differs has no note
+    assert text.rstrip().endswith("1. encoders at 128 px\n2. 5 head epochs")
+    assert max(map(len, text.splitlines())) <= 160

@@ -113,6 +113,8 @@ def test_the_gap_to_the_reference_is_a_shortfall_in_the_metrics_better_direction
     assert reference_gap(0.8, 0.9, "higher") == pytest.approx(0.1)
     assert reference_gap(0.3, 0.2, "lower") == pytest.approx(0.1)  # an MSE of 0.3 falls 0.1 short of 0.2
     assert pd.isna(reference_gap(0.3, float("nan"), "lower"))
+    assert reference_gap(0.95, 0.9, "higher") == pytest.approx(-0.05)  # a best score above its reference
+    assert reference_gap(0.1, 0.2, "lower") == pytest.approx(-0.1)
 
 
 def test_runs_sharing_a_folder_draw_it_one_after_the_other(published, registry, monkeypatch):
