@@ -1,5 +1,6 @@
 """The stitching kind's main table in the leaderboard index: cells from the page's own
-intervals, readable widths, and an aggregate over tasks checked against SciPy."""
+intervals, readable widths, and an aggregate over tasks checked against SciPy, hierarchical
+(tasks, then each task's paired bootstrap draws) where the cells keep their page's draws."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from scipy.stats import bootstrap
 from relbench.pages import Page
 from relbench_stitching import Stitching
 from relbench_stitching import page as pages
-from relbench_stitching.main_table import (RESAMPLES, TIE, WIDTH, aggregate, cell_text, compact_seconds, section,
-                                           task_bootstrap)
+from relbench_stitching.intervals import KEPT_DRAWS, pack_draws, unpack_draws
+from relbench_stitching.main_table import (RESAMPLES, TIE, WIDTH, aggregate, cell_text, compact_seconds,
+                                           ranks_of_draws, section, task_bootstrap)
 
 #: combination labels as long as the suite's
 LABELS = ["parallel · robust-cosine · relative · topological", "random · robust-cosine · relative · topological",
@@ -208,3 +210,138 @@ def test_a_combination_s_cost_is_the_mean_over_its_units_each_unit_counted_once(
     assert {c["method"]: c["seconds"] for c in cells} == pytest.approx(
         {"random · cosine · relative": 25.0, "random · l1 · relative": 70.0, "random · absolute": 105.0})
     assert all(c["seconds"] is None for c in Stitching().index_cells(_rows(), Page(tmp_path, "u")))  # old rows
+
+
+def _with_draws(cells: list[dict], draws: dict[str, np.ndarray]) -> list[dict]:
+    """``cells`` keeping ``draws`` (by combination) as a page keeps them."""
+    return [{**c, "draws": pack_draws(draws[c["method"]])} for c in cells]
+
+
+HIERARCHICAL = "hierarchical bootstrap over tasks, seeds and test samples"
+TASKS_ONLY = "bootstrap over tasks only"
+
+
+def test_draws_without_spread_give_the_tasks_only_intervals():
+    # scores a float32 holds exactly (draws are kept as float32)
+    scores = [{"a": 0.875, "b": 0.625, "c": 0.5}, {"a": 0.5625, "b": 0.75, "c": 0.375},
+              {"a": 0.6875, "b": 0.4375, "c": 0.25}]
+    plain = {f"t{i}": _cells(s) for i, s in enumerate(scores)}
+    flat = {t: _with_draws(cells, {m: np.full(KEPT_DRAWS, v) for m, v in scores[i].items()})
+            for i, (t, cells) in enumerate(plain.items())}
+    tasks_only, hierarchical = aggregate(plain), aggregate(flat)
+    for method in "abc":
+        assert hierarchical[method]["score"] == tasks_only[method]["score"]  # the same tasks drawn
+        assert hierarchical[method]["rank"] == tasks_only[method]["rank"]
+        assert hierarchical[method]["within_tasks"] and not tasks_only[method]["within_tasks"]
+    assert HIERARCHICAL in section(flat) and TASKS_ONLY in section(plain)
+
+
+def test_spread_within_a_task_widens_the_interval_that_tasks_alone_give():
+    rng = np.random.default_rng(1)
+    values = np.array([[0.7], [0.5]])  # 2 combinations × 1 task: resampling tasks alone gives a point
+    _, low, high = task_bootstrap(values)
+    assert np.array_equal(low, values[:, 0]) and np.array_equal(high, values[:, 0])
+    draws = values[:, 0] + rng.normal(0, 0.05, size=(KEPT_DRAWS, 2))
+    _, low, high = task_bootstrap(values, [draws])
+    assert np.all(high - low == pytest.approx(2 * 1.96 * 0.05, rel=0.15))  # the draws' own 95 % interval
+    assert np.all(low < values[:, 0]) and np.all(values[:, 0] < high)
+    # in the aggregate: two tasks of the same scores, each with spread of its own
+    same = {"a": 0.7, "b": 0.5}
+    tasks = {t: _with_draws(_cells(same), {m: v + rng.normal(0, 0.05, KEPT_DRAWS) for m, v in same.items()})
+             for t in ("t0", "t1")}
+    _, low, high = aggregate({t: _cells(same) for t in tasks})["a"]["score"]
+    assert low == high == pytest.approx(0.7)
+    mean, low, high = aggregate(tasks)["a"]["score"]
+    assert mean == pytest.approx(0.7) and high - low == pytest.approx(2 * 1.96 * 0.05 / np.sqrt(2), rel=0.15)
+
+
+def test_combinations_stay_paired_within_a_task_s_draws():
+    rng = np.random.default_rng(2)
+    scores = {"a": 0.62, "b": 0.6}
+    noise = [rng.normal(0, 0.2, KEPT_DRAWS) for _ in range(3)]  # much wider than the gap
+    paired = {f"t{i}": _with_draws(_cells(scores), {"a": e + 0.62, "b": e + 0.6}) for i, e in enumerate(noise)}
+    found = aggregate(paired)
+    assert found["a"]["rank"] == (1.0, 1.0, 1.0) and found["b"]["rank"] == (2.0, 2.0, 2.0)  # a ahead in every draw
+    low, high = found["a"]["score"][1:]
+    assert high - low > 0.2  # while each score alone varies widely
+    # the same spread unpaired: the order changes from draw to draw
+    unpaired = {t: _with_draws(_cells(scores), {"a": e + 0.62, "b": rng.permutation(e) + 0.6})
+                for t, e in zip(paired, noise)}
+    assert aggregate(unpaired)["a"]["rank"][2] > 1.0
+
+
+def test_ranks_in_a_draw_follow_the_page_s_order_coverage_then_direction_then_position():
+    cells = {"full": {"rank": 1, "coverage": 1.0, "direction": "lower"},
+             "tied": {"rank": 2, "coverage": 1.0, "direction": "lower"},
+             "half": {"rank": 3, "coverage": 0.5, "direction": "lower"}}
+    draws = np.array([[0.3, 0.2, 0.1],  # lower is better: tied first; half last whatever it scores
+                      [0.2, 0.2, 0.1]])  # equal scores: the page's order
+    assert ranks_of_draws(draws, cells, ["full", "tied", "half"]).tolist() == [[2, 1, 3], [1, 2, 3]]
+
+
+def test_tasks_whose_cells_keep_no_draws_fall_back_to_resampling_tasks_and_say_so():
+    scores = {"a": 0.9, "b": 0.7}
+    tasks = {"t0": _with_draws(_cells(scores), {m: np.full(KEPT_DRAWS, v) for m, v in scores.items()}),
+             "t1": _cells(scores)}  # drawn before cells kept draws (an older manifest)
+    assert not aggregate(tasks)["a"]["within_tasks"]
+    text = section(tasks)
+    assert TASKS_ONLY in text and "keep no bootstrap draws of their page" in text and HIERARCHICAL not in text
+    tasks["t1"] = _with_draws(tasks["t1"], {"a": np.full(KEPT_DRAWS, np.nan), "b": np.full(KEPT_DRAWS, 0.7)})
+    assert not aggregate(tasks)["a"]["within_tasks"]  # no draw where every combination is finite
+
+
+def test_a_page_s_cells_keep_its_paired_draws_of_the_stitched_score(tmp_path):
+    df = _rows()
+    kind, page = Stitching(), Page(tmp_path, "t")
+    kind.page(df, page)
+    cells = kind.index_cells(df, page)
+    scored = kind._drawn[1]
+    ranked = [c for c in cells if not c.get("reference")]
+    assert len(ranked) == len(scored.methods) == 3
+    for cell, combo in zip(ranked, scored.methods[pages.COMBO].itertuples(index=False)):
+        kept = unpack_draws(cell["draws"])
+        column = scored.draws.draws[:KEPT_DRAWS, scored.draws.column(" · ".join(map(str, combo)) + " | stitched")]
+        assert np.array_equal(kept, column.astype(np.float32)) and cell["coverage"] == 1.0  # paired: resample b
+        assert np.percentile(kept, [2.5, 97.5]) == pytest.approx([cell["low"], cell["high"]], abs=1e-6)
+
+
+def test_cells_with_draws_round_trip_through_the_manifest_and_an_unchanged_index_is_not_drawn_again(
+        registry, write_yaml):
+    import json
+
+    from relbench.config import load_suite
+    from relbench.leaderboard import MANIFEST, render
+    from relbench.runner import Runner
+
+    task = """\
+  - name: {name}
+    dataset: {{name: toy-blobs, params: {{classes: 4, train_size: 240}}}}
+    encoders:
+      - {{name: toy-rotated, label: a, params: {{seed: 1}}}}
+      - {{name: toy-rotated, label: b, params: {{seed: {seed}, scale: 3.0}}}}
+    grid:
+      selectors: [random]
+      similarities: [cosine]
+      stitchers: [{{name: relative, label: rel, params: {{epochs: 2}}}}, {{name: absolute, label: abs, params: \
+{{epochs: 2}}}}]
+    metrics: [accuracy]
+"""
+    path = write_yaml("suite:\n  seeds: [0, 1]\n  num_anchors: 16\n  output: results\n  leaderboards: boards\n"
+                      "tasks:\n" + task.format(name="blobs", seed=2) + task.format(name="more-blobs", seed=3))
+    runner = Runner(load_suite(path, registry), registry, quiet=True)
+    runner.run()
+    boards = path.parent / "boards"
+
+    def draw():
+        plans = runner.plans()
+        return render(runner.store, boards, [tr.task for tr in plans],
+                      {tr.task.name: [u.id for u in tr.plan().units] for tr in plans})
+
+    assert {p.name for p in draw()} == {"README.md", "blobs.md", "more-blobs.md"}
+    index = (boards / "README.md").read_text()
+    manifest = json.loads((boards / MANIFEST).read_text())
+    cells = {name: manifest[name]["cells"] for name in ("blobs", "more-blobs")}
+    assert all(len(unpack_draws(c["draws"])) == KEPT_DRAWS for task in cells.values() for c in task
+               if not c.get("reference"))
+    assert HIERARCHICAL in index and Stitching.index_section(cells) in index  # the manifest's cells give the index
+    assert draw() == [] and (boards / "README.md").read_text() == index  # nothing changed: nothing drawn

@@ -11,6 +11,7 @@ whose interval of that difference contains 0 is *indistinguishable from the best
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import lazy_loader
@@ -24,6 +25,9 @@ pd = lazy_loader.load("pandas")
 COMBO = ["selector", "similarity", "stitcher", "regularizer"]
 #: a cell of a stitching unit (the unit id fixes the combination, target and seed)
 CELL = ["source"]
+#: how many of a page's bootstrap draws of a combination's stitched score its index cell
+#: keeps (the first ones; a page draws 1,000): 4 bytes each, base64 in the leaderboard manifest
+KEPT_DRAWS = 1000
 
 
 def _key(combo: Any) -> str:
@@ -89,3 +93,25 @@ def add_intervals(scores: pd.DataFrame, draws: Draws | None, best: tuple | None,
             out.loc[i, "tie"] = (len(best_coverage) and r["coverage"] >= best_coverage.iloc[0]
                                  and not bool(r["reference"]) and indistinguishable(low, high))
     return out
+
+
+def stitched_draws(draws: Draws | None, combo: tuple) -> str | None:
+    """The first :data:`KEPT_DRAWS` bootstrap draws of ``combo``'s stitched score, packed
+    (:func:`pack_draws`) to be kept in the leaderboard manifest; None without them. Draw
+    ``b`` of every combination of a page comes from the same resample of its seeds and
+    test samples, so the kept draws stay paired across its combinations."""
+    label = f"{_key(combo)} | stitched"
+    if draws is None or label not in draws.labels:
+        return None
+    return pack_draws(draws.draws[:KEPT_DRAWS, draws.column(label)])
+
+
+def pack_draws(values: np.ndarray) -> str:
+    """Draws as text for JSON: base64 of little-endian float32 (NaN kept: a resample that
+    drew no seed with a stitched cell of the combination)."""
+    return base64.b64encode(np.asarray(values, dtype="<f4").tobytes()).decode("ascii")
+
+
+def unpack_draws(text: str) -> np.ndarray:
+    """The draws :func:`pack_draws` packed, as float64."""
+    return np.frombuffer(base64.b64decode(text), dtype="<f4").astype(float)

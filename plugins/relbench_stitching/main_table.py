@@ -9,7 +9,9 @@ line under :data:`WIDTH` characters. Each group has an aggregate over its *commo
 (:func:`common_tasks`: specialised studies that measured little of the shared grid drop
 out) and the combinations all of its tasks measured: the mean over those tasks of
 the score and of the rank, each with a 95 % interval from a bootstrap over tasks
-(:func:`task_bootstrap`), and its cost: the median over those tasks of the mean wall
+(:func:`task_bootstrap`) that, where every task's cells keep their page's bootstrap
+draws, also resamples each task's seeds and test samples (a hierarchical bootstrap,
+paired across combinations), and its cost: the median over those tasks of the mean wall
 seconds of its units (:func:`compact_seconds`). References (absolute heads on the pairs
 they reach, each encoder's own head) are shown under the methods for context, unranked.
 """
@@ -21,7 +23,8 @@ import re
 import numpy as np
 from tabulate import tabulate
 
-from relbench.api import arrow
+from relbench.api import arrow, lower_is_better
+from relbench_stitching.intervals import KEPT_DRAWS, unpack_draws
 
 #: the widest line a table may have (a 160-column terminal)
 WIDTH = 160
@@ -38,14 +41,27 @@ GROUP_TITLES = {ONE_VIEW: "Encoders of the same inputs (one view: cross-architec
                 UNKNOWN: "Tasks whose rows do not record their encoders' views"}
 
 
-def task_bootstrap(values: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED) -> tuple[np.ndarray, ...]:
+def task_bootstrap(values: np.ndarray, draws: list[np.ndarray] | None = None, resamples: int = RESAMPLES,
+                   seed: int = SEED) -> tuple[np.ndarray, ...]:
     """``(mean, low, high)`` per row of ``values`` (methods × tasks): the mean over tasks
     and the 95 % percentile interval of the means of ``resamples`` resamples of the
-    tasks with replacement, the same resampled tasks for every row."""
+    tasks with replacement, the same resampled tasks for every row. Without ``draws`` a
+    task drawn enters with its value; with them (per task, an array draws × methods: the
+    task's bootstrap draws of each row's value, paired across rows), with one of its
+    draws picked uniformly afresh each time the task is drawn, the same for every row:
+    a hierarchical bootstrap over tasks and whatever the draws resample within them."""
     tasks = values.shape[1]
-    picks = np.random.default_rng(seed).integers(0, tasks, size=(resamples, tasks))
-    means = values[:, picks].mean(axis=2)
-    low, high = np.percentile(means, [2.5, 97.5], axis=1)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, tasks, size=(resamples, tasks))
+    if draws is None:
+        drawn = values[:, picks]
+    else:
+        which = rng.random((resamples, tasks))
+        drawn = np.empty((values.shape[0], resamples, tasks))
+        for task, task_draws in enumerate(draws):
+            at = picks == task
+            drawn[:, at] = task_draws[(which[at] * len(task_draws)).astype(int)].T
+    low, high = np.percentile(drawn.mean(axis=2), [2.5, 97.5], axis=1)
     return values.mean(axis=1), low, high
 
 
@@ -132,13 +148,44 @@ def common_tasks(cells_by_task: dict[str, list[dict]]) -> list[str]:
     return best
 
 
+def task_draws(task_cells: dict[str, dict], methods: list[str]) -> np.ndarray | None:
+    """A task's kept bootstrap draws of the stitched score of ``methods`` (draws ×
+    methods, paired: row ``b`` is the page's resample ``b``), the rows where one is not
+    finite left out; None when a method's cell keeps no draws or no row is left."""
+    if any(not task_cells[m].get("draws") for m in methods):
+        return None
+    draws = np.column_stack([unpack_draws(task_cells[m]["draws"]) for m in methods])
+    draws = draws[np.isfinite(draws).all(axis=1)]
+    return draws if len(draws) else None
+
+
+def ranks_of_draws(draws: np.ndarray, task_cells: dict[str, dict], methods: list[str]) -> np.ndarray:
+    """Each method's place (1 = best) among ``methods`` in each draw (draws × methods) of
+    a task, ordered as its page ranks: by the share of encoder pairs reached
+    (``coverage``, more first; equal when the cells do not record it), then by the
+    drawn score in the metric's direction, then by the page's order."""
+    cells = [task_cells[m] for m in methods]
+    coverage = np.array([c.get("coverage", 1.0) for c in cells])
+    position = np.array([c["rank"] for c in cells])
+    sign = 1.0 if lower_is_better(cells[0]["direction"]) else -1.0
+    cost = sign * draws  # lower is better
+    ahead = ((coverage[:, None] > coverage[None, :])[None]  # ahead[b, j, i]: method j placed before i in draw b
+             | ((coverage[:, None] == coverage[None, :])[None]
+                & ((cost[:, :, None] < cost[:, None, :])
+                   | ((cost[:, :, None] == cost[:, None, :]) & (position[:, None] < position[None, :])[None]))))
+    return ahead.sum(axis=1) + 1.0
+
+
 def aggregate(cells_by_task: dict[str, list[dict]]) -> dict[str, dict]:
     """Per combination of the common set (:func:`common_tasks`, the combinations all of
     its tasks measured), its mean score over those tasks (None when their metrics
     differ) and mean rank (None when it is the only such combination), each as ``(mean,
-    low, high)`` from :func:`task_bootstrap`, and its ``seconds``
-    (:func:`median_seconds` over those tasks). The rank in a task is the combination's
-    place among the combinations aggregated, in the page's order (1 = best)."""
+    low, high)`` from :func:`task_bootstrap`, its ``seconds`` (:func:`median_seconds`
+    over those tasks) and ``within_tasks``: whether the intervals also resample each
+    task's seeds and test samples (every task's cells keep draws, :func:`task_draws`) or
+    tasks only. The rank in a task is the combination's place among the combinations
+    aggregated, in the page's order (1 = best); within a resample, its place in the
+    drawn scores (:func:`ranks_of_draws`)."""
     tasks = common_tasks(cells_by_task)
     if not tasks:
         return {}
@@ -148,12 +195,16 @@ def aggregate(cells_by_task: dict[str, list[dict]]) -> dict[str, dict]:
     scores = np.array([[cells[m]["score"] for cells in by_method] for m in complete])
     positions = np.array([[cells[m]["rank"] for cells in by_method] for m in complete])
     ranks = positions.argsort(axis=0).argsort(axis=0) + 1.0
+    score_draws = [task_draws(cells, complete) for cells in by_method]
+    within = all(d is not None for d in score_draws)
+    rank_draws = [ranks_of_draws(d, cells, complete) for d, cells in zip(score_draws, by_method)] if within else None
     metrics = {(c["metric"], c["direction"]) for cells in cells_by_task.values() for c in cells}
-    mean_score = task_bootstrap(scores) if len(metrics) == 1 else None
-    mean_rank = task_bootstrap(ranks) if len(complete) > 1 else None
+    mean_score = task_bootstrap(scores, score_draws if within else None) if len(metrics) == 1 else None
+    mean_rank = task_bootstrap(ranks, rank_draws) if len(complete) > 1 else None
     return {m: {"score": tuple(float(x[i]) for x in mean_score) if mean_score else None,
                 "rank": tuple(float(x[i]) for x in mean_rank) if mean_rank else None,
-                "seconds": median_seconds([cells[m] for cells in by_method])} for i, m in enumerate(complete)}
+                "seconds": median_seconds([cells[m] for cells in by_method]), "within_tasks": within}
+            for i, m in enumerate(complete)}
 
 
 def _methods(cells_by_task: dict[str, list[dict]], aggregated: dict[str, dict]) -> list[str]:
@@ -251,17 +302,33 @@ def _group_section(title: str, cells_by_task: dict[str, list[dict]], short: dict
             f"{'' if len(metrics) == 1 else ' (n/a: the tasks rank by different metrics)'}, and *mean rank*, the mean "
             f"over the tasks of the combination's place among these combinations in the task's ranking (1 = best; "
             f"empty when there is one); "
-            f"each with a 95 % percentile interval from a bootstrap over tasks ({RESAMPLES:,} resamples of the tasks "
-            f"with replacement, seed {SEED}), which resamples tasks only: it is conditional on each task's seeds and "
-            f"test samples, and no interval here resamples encoder pairs (a task's pairs are its design). The others "
-            f"get no aggregate. *cost*: for the aggregated combinations, the median over the same tasks of the "
-            f"combination's mean wall seconds per unit (one seed × target encoder of the combination, all its "
-            f"source encoders) on the machine that made the rows, including the head training the unit paid for; "
-            f"heads and embeddings shared through the cache are paid by the first unit that needs them, so the cost "
-            f"is indicative (empty where the rows do not record it). Rows marked *(reference)* are absolute heads "
-            f"scored on the encoder pairs they reach "
+            f"each with {_resampled(aggregated)} The others get no aggregate. *cost*: for the aggregated "
+            f"combinations, the median over the same tasks of the combination's mean wall seconds per unit (one "
+            f"seed × target encoder of the combination, all its source encoders) on the machine that made the rows, "
+            f"including the head training the unit paid for; heads and embeddings shared through the cache are paid "
+            f"by the first unit that needs them, so the cost is indicative (empty where the rows do not record it). "
+            f"Rows marked *(reference)* are absolute heads scored on the encoder pairs they reach "
             f"(equal widths), *(own head)* each encoder's own decoder: context, not ranked.\n")
     return "\n".join(text)
+
+
+def _resampled(aggregated: dict[str, dict]) -> str:
+    """What the aggregate's intervals resample: tasks, seeds and test samples when every
+    aggregated task's cells keep their page's draws, tasks only otherwise."""
+    if aggregated and all(found["within_tasks"] for found in aggregated.values()):
+        how = (f"a 95 % percentile interval from a hierarchical bootstrap over tasks, seeds and test samples "
+               f"({RESAMPLES:,} resamples, seed {SEED}): each resample draws the tasks with replacement and, for "
+               f"each task drawn, one of the bootstrap draws its page keeps for this table (the first "
+               f"{KEPT_DRAWS:,} of the page's: each a resample of the task's seeds and, where per-sample predictions "
+               f"are stored, of each drawn seed's test samples), picked at random and the same for every "
+               f"combination, so that combinations stay paired; the ranks are recomputed from the drawn scores "
+               f"(encoder pairs reached first, as on the page).")
+    else:
+        how = (f"a 95 % percentile interval from a bootstrap over tasks only ({RESAMPLES:,} resamples of the tasks "
+               f"with replacement, seed {SEED}), as some of these tasks' cells keep no bootstrap draws of their page "
+               f"(recorded before they were kept, or the page drew no interval): it is conditional on each task's "
+               f"seeds and test samples.")
+    return how + " No interval here resamples encoder pairs (a task's pairs are its design)."
 
 
 def section(cells_by_task: dict[str, list[dict]]) -> str | None:

@@ -17,7 +17,7 @@ import numpy as np
 from relbench.api import (Draws, Page, arrow, bootstrap_columns, directions, fmt, fmt_interval, listing,
                           lower_is_better, method_note, slug, sparse_figure, table, with_samples)
 from relbench_stitching.declared import DECLARED, REFERENCE_ROLES, declared_columns
-from relbench_stitching.intervals import CELL, COMBO, add_intervals, combination_draws
+from relbench_stitching.intervals import CELL, COMBO, add_intervals, combination_draws, stitched_draws
 
 pd = lazy_loader.load("pandas")
 
@@ -537,14 +537,21 @@ def index_cells(scored: Scored, views: list[str]) -> list[dict]:
     the page's best (``best``) or indistinguishable from it (``tie``, the page's bold
     group), the metric and its direction, the task's encoder ``views`` and ``seconds``,
     the mean wall seconds of the combination's units (:func:`unit_seconds`; None when
-    the rows do not record them)."""
+    the rows do not record them), its ``coverage`` (the share of the task's encoder pairs
+    it reaches, which the page ranks by first) and its ``draws``: the first
+    :data:`~relbench_stitching.intervals.KEPT_DRAWS` of the page's paired bootstrap
+    draws of its stitched score, packed (:func:`~relbench_stitching.intervals.pack_draws`;
+    None where its interval was not drawn from them)."""
     metric = scored.metrics[0]
     cost = unit_seconds(scored.df)
     methods = scored.methods.dropna(subset=["stitched"])
     cells = [{"method": combo_label(r), "rank": rank, "score": float(r["stitched"]),
               "low": _finite(r["stitched_lo"]), "high": _finite(r["stitched_hi"]),
               "best": rank == 1, "tie": bool(r["tie"]), "metric": metric, "direction": scored.direction[metric],
-              "views": views, "seconds": cost.get(tuple(r[COMBO]))}
+              "views": views, "seconds": cost.get(tuple(r[COMBO])), "coverage": float(r["coverage"]),
+              # with an interval of the first metric, scored.draws are that metric's (else maybe another's)
+              "draws": stitched_draws(scored.draws, tuple(r[COMBO])) if _finite(r["stitched_lo"]) is not None
+              else None}
              for rank, (_, r) in enumerate(methods.iterrows(), 1)]
     base = scored.scores[metric]
     for _, r in base[base["reference"]].iterrows():  # unranked context: a reference's stitched score, an own head's
