@@ -21,7 +21,7 @@ from relbench import __version__
 from relbench.errors import ConfigError, UserError
 from relbench.precision import PRECISION_ENV, PRECISIONS
 
-EXIT_OK, EXIT_FAILURES, EXIT_USER, EXIT_INTERRUPTED = 0, 1, 2, 130
+from relbench.run_summary import EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, EXIT_USER  # noqa: F401 - re-exported
 
 
 #: the memory one ``-j`` worker may need: the largest task's measured peak (about 2.1 GB) and room
@@ -281,27 +281,8 @@ def _cmd_run(args, registry) -> int:
         set_quiet(False)
 
 
-def _summary(stats) -> str:
-    recomputed = sum(stats.recomputed.values())
-    why = "; ".join(f"{n}: {fields} changed" for fields, n in stats.recomputed.most_common())
-    return (f"encoded {stats.encoded} (encoder, split) banks, reused {stats.cached} from the cache; "
-            f"ran {stats.units_done} units ({recomputed} recomputed{f' — {why}' if why else ''}; "
-            f"{stats.units_done - recomputed} new, retried or forced), reused {stats.units_skipped} already "
-            f"finished with the same identity." + _shared_summary(stats))
-
-
-def _shared_summary(stats) -> str:
-    """`` Shared work: head 120 computed, 294 reused.`` (empty when nothing was shared)."""
-    names = sorted(set(stats.shared_computed) | set(stats.shared_reused))
-    if not names:
-        return ""
-    return " Shared work: " + "; ".join(f"{name} {stats.shared_computed[name]} computed, "
-                                         f"{stats.shared_reused[name]} reused" for name in names) + "."
-
-
 def _run(args, registry) -> int:
     from relbench.config import load_suite
-    from relbench.parallel import COMMAND_ENV
     from relbench.results import ensure_writable_dir
     from relbench.runner import Runner
 
@@ -310,7 +291,7 @@ def _run(args, registry) -> int:
     suite = load_suite(args.tasks, registry)
     leaderboards = args.leaderboards.resolve() if args.leaderboards else suite.leaderboards
     suite.leaderboards = leaderboards
-    command = os.environ.get(COMMAND_ENV) or "relbench " + " ".join(sys.argv[1:])
+    command = "relbench " + " ".join(sys.argv[1:])
     runner = Runner(suite, registry, force=args.force, quiet=args.quiet, only=args.only, output=args.output,
                     command=command)
     if args.dry_run:
@@ -338,28 +319,30 @@ def _run(args, registry) -> int:
         if executor == "ray":
             from relbench.ray_executor import run_on_ray
 
-            stats = run_on_ray(runner, args.address, args.quiet)
+            summary = run_on_ray(runner, args.address, args.quiet)
         else:
-            stats = runner.run()
+            runner.run()
+            summary = runner.summary()
     except KeyboardInterrupt:
         interrupted = True
-        stats = runner.stats
-    _say(args.quiet, "\n" + _summary(stats))
-    if stats.not_achievable:
-        _say(args.quiet, f"{stats.not_achievable} cells are not achievable by design (recorded as such).")
-    if interrupted:
-        print(f"\ninterrupted: {stats.units_done} units finished in this run are stored in {runner.store.root}; "
-              f"run the same command again to resume (`relbench leaderboard` draws pages from what is stored).",
-              file=sys.stderr)
-        return EXIT_INTERRUPTED
+        summary = runner.summary()
+    return _report(args, runner, summary, EXIT_INTERRUPTED if interrupted else None)
+
+
+def _report(args, runner, summary, code: int | None) -> int:
+    """The end of a run, whichever executor ran it: its accounting, then (unless it was
+    interrupted: ``code`` 130) the pages and the failures; the run's exit code."""
+    from relbench.run_summary import accounting, failure_list, interrupted
+
+    _say(args.quiet, "\n" + accounting(summary))
+    if code == EXIT_INTERRUPTED:
+        print(interrupted(summary, runner.store.root), file=sys.stderr)
+        return code
     if not args.no_leaderboard:
-        _render(runner, leaderboards, args.quiet)
-    if stats.failures:
-        print(f"\n{len(stats.failures)} failures:", file=sys.stderr)
-        for failure in stats.failures:
-            print(f"  - {failure.splitlines()[0]}", file=sys.stderr)
-        return EXIT_FAILURES
-    return EXIT_OK
+        _render(runner, runner.suite.leaderboards, args.quiet)
+    if summary.failures:
+        print(failure_list(summary), file=sys.stderr)
+    return code or (EXIT_FAILURES if summary.failures else EXIT_OK)
 
 
 def _announce(runner, jobs: int, quiet: bool) -> None:
@@ -410,6 +393,8 @@ def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
     from relbench.parallel import estimated_seconds, run_parallel
     from relbench.plugins import DISABLE_ENV, PLUGINS_ENV
     from relbench.progress import unit_costs
+    from relbench.run_summary import RunSummary, merged
+    from relbench.worker import WorkerJob
 
     runner.store.ensure_writable()
     runner.cache.ensure_writable()
@@ -420,8 +405,8 @@ def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
     for var, values in ((DISABLE_ENV, args.disable), (PLUGINS_ENV, args.plugin)):
         if values:
             os.environ[var] = ",".join(filter(None, [os.environ.get(var, ""), *values]))
-    extra = (["--force"] if args.force else []) + ([f"--output={args.output.resolve()}"] if args.output else []) + \
-        (["-q"] if args.quiet else [])
+    job = WorkerJob(suite=os.path.abspath(suite.file), command=command, force=args.force, quiet=args.quiet,
+                    output=str(args.output.resolve()) if args.output else None)
     runs = {tr.task.name: tr for tr in runner.plans()}
     needs = {t.name: frozenset(need.key for need in runs[t.name].bank_needs()) for t in todo}
     ids, start = {t.name: {u.id for u in plans[t.name].todo} for t in todo}, time.time()
@@ -431,15 +416,12 @@ def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
                    for name in ids for lines in [runner.store.read(name).units])
 
     units = (sum(map(len, ids.values())), stored)
-    code = run_parallel(suite, todo, jobs, extra, command, args.quiet, weights, needs,
-                                runner.cache.has, units) if todo else EXIT_OK
-    if not args.no_leaderboard and code != EXIT_INTERRUPTED:
-        _render(runner, suite.leaderboards, args.quiet)
-    if code == EXIT_INTERRUPTED:
-        print(f"\ninterrupted: {stored() if todo else 0} units finished in this run are stored in "
-              f"{runner.store.root}; run the same command again to resume (`relbench leaderboard` draws pages from "
-              f"what is stored).", file=sys.stderr)
-    return code
+    code, ran = run_parallel(todo, jobs, job, args.quiet, weights, needs, runner.cache.has, units) if todo \
+        else (EXIT_OK, RunSummary(""))
+    reused = [RunSummary(name, planned=len(plan.units), reused=len(plan.units))
+              for name, plan in plans.items() if not plan.todo]  # as a serial run counts them
+    summary = merged([*runner.summaries.values(), *reused, ran])  # runner.summaries: tasks failed in planning
+    return _report(args, runner, summary, code)
 
 
 # ----------------------------------------------------------------------------- leaderboard, export

@@ -8,11 +8,13 @@ does not finish alone at the end). Tasks often read the same embedding banks (on
 encoder's pool of one data set), and a worker encodes every bank its task reads before
 its first unit: so a task waits while a bank it reads is neither cached nor finished by
 a running task that reads it too (:func:`next_ready`), and then reads what that task
-encoded instead of encoding it a second time. Every worker is a
-``relbench run --task=…`` process with one torch
-thread: results go to per-task files, so workers never write the same file, and the
-embedding cache is written atomically. Workers record the user's own command line
-(passed in :data:`COMMAND_ENV`) in their rows, not their internal one.
+encoded instead of encoding it a second time. Every worker runs its task through the
+runner (:mod:`relbench.worker`, never the command line again) with one torch thread:
+results go to per-task files, so workers never write the same file, and the embedding
+cache is written atomically. A worker's job (a :class:`~relbench.worker.WorkerJob`)
+carries the user's own command line, which its rows record, and names the file it
+writes its :class:`~relbench.run_summary.RunSummary` to; the parent adds the summaries
+up (:func:`~relbench.run_summary.merged`) into the same accounting a serial run prints.
 
 Cores no worker uses go to the running ones (:func:`thread_shares`): when fewer tasks
 run than there are workers (the tail of a suite, or while the others wait for banks),
@@ -31,7 +33,6 @@ them at once; a SIGINT sent to the parent alone is forwarded (:func:`_stop`).
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -44,10 +45,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only for annotations: a worker imports this module before anything heavy
-    from relbench.task_model import Suite, Task
+    from relbench.run_summary import RunSummary
+    from relbench.task_model import Task
+    from relbench.worker import WorkerJob
 
-#: Environment variable through which a worker learns the command the user typed.
-COMMAND_ENV = "RELBENCH_RUN_COMMAND"
 #: Seconds interrupted workers get to stop on their own, then seconds terminated ones get to end:
 #: Ctrl-C ends a run within 2 s. A unit cut short is not stored; one stored is whole (one write).
 STOP_GRACE, KILL_GRACE = 0.75, 0.5
@@ -104,34 +105,34 @@ def next_ready(pending: list[Task], needs: dict[str, frozenset[str]], running: l
     return None
 
 
-def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[str], command: str,
-                 quiet: bool = False, weights: dict[str, float] | None = None,
-                 needs: dict[str, frozenset[str]] | None = None, cached: Callable[[str], bool] | None = None,
-                 units: tuple[int, Callable[[], int]] | None = None) -> int:
+def run_parallel(tasks: list[Task], jobs: int, job: WorkerJob, quiet: bool = False,
+                 weights: dict[str, float] | None = None, needs: dict[str, frozenset[str]] | None = None,
+                 cached: Callable[[str], bool] | None = None,
+                 units: tuple[int, Callable[[], int]] | None = None) -> tuple[int, RunSummary]:
     """Run ``tasks`` (in file order) in up to ``jobs`` worker processes, one task per
     worker, heaviest first by ``weights`` (seconds, :func:`estimated_seconds`; default:
     the grid's weight), a task waiting while a running one encodes a bank it reads
     (:func:`next_ready`; ``needs``: the bank keys each task reads, ``cached``: whether a
     key is in the embedding cache; without them no task waits); return the worst exit
-    code.
+    code and the workers' summaries merged in the order of ``tasks``.
 
-    ``extra_args`` are passed to every worker's ``relbench run`` (``--force``,
-    ``--output``, ``-q``; switched-off and extra plugins travel in the environment);
-    ``command`` is what the workers record as the command that produced their rows.
-    Each worker's messages are kept in a log and shown when it ends (with ``quiet``,
-    only failures are). ``units``: the units to compute and a function counting those
-    stored so far, for the suite bar (:class:`relbench.progress.SuiteBar`), which also
-    names the running tasks; without it the bar counts tasks.
+    ``job`` is every worker's job but for its task and summary file (switched-off and
+    extra plugins travel in the environment). Each worker's messages are kept in a log,
+    and its progress and errors shown when it ends (with ``quiet``, only failures are).
+    ``units``: the units to compute and a function counting those stored so far, for
+    the suite bar (:class:`relbench.progress.SuiteBar`), which also names the running
+    tasks; without it the bar counts tasks.
     """
     from relbench.progress import SuiteBar
+    from relbench.run_summary import merged
 
     weights = weights or {t.name: float(grid_weight(t)) for t in tasks}
     needs, cached = needs or {}, cached or (lambda key: True)
     pending = sorted(tasks, key=lambda t: -weights.get(t.name, 0.0))  # stable: file order among equals
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", COMMAND_ENV: command}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     running: list[tuple[subprocess.Popen, Task, Path]] = []
     told: dict[str, int] = {}  # the thread share each running worker was last given
-    worst = 0
+    worst, summaries = 0, []
     logdir = Path(tempfile.mkdtemp(prefix="relbench-jobs-"))
     total, stored = units or (len(tasks), None)
     suite_bar = SuiteBar(total, quiet, f"suite ({jobs} workers)")
@@ -150,10 +151,7 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
                     break
                 pending.remove(task)
                 log = logdir / f"{task.name}.log"
-                # one argv element per option, so no name or path is read as an option; an
-                # absolute suite path cannot start with "-"; names are matched exactly, not as globs
-                cmd = [sys.executable, "-m", "relbench.parallel", str(os.getpid()), "run", os.path.abspath(suite.file),
-                       "--no-leaderboard", *extra_args, f"--task={_glob_escape(task.name)}"]
+                cmd = [sys.executable, "-m", "relbench.parallel", str(os.getpid()), str(_job_file(logdir, task, job))]
                 with open(log, "w") as fh:
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, preexec_fn=PREEXEC,
                                             env={**env, THREADS_ENV: str(_share_file(logdir, task))})
@@ -177,20 +175,57 @@ def run_parallel(suite: Suite, tasks: list[Task], jobs: int, extra_args: list[st
                         f"its finished units are stored, run again to resume. Log: {log}", failure=True)
                     code = 1
                 worst = max(worst, code)
+                summaries.append(_summary(logdir, task, code, log))
                 lines = [ln for ln in log.read_text(errors="replace").replace("\r", "\n").splitlines()
-                         if ln.startswith(("== task", "encoded ", "ran ", "  - ", "relbench: error", "warning"))
-                         or "failures" in ln or "not achievable" in ln]
+                         if ln.startswith(("== task", "relbench: error", "warning"))]
                 say("\n".join(f"  [{task.name}] {ln}" for ln in lines), failure=code != 0)
     except KeyboardInterrupt:
         _stop([proc for proc, _, _ in running])
-        return 130
+        summaries += [_summary(logdir, task, 130, log) for _, task, log in running]
+        return 130, merged(_in_order(summaries, tasks))
     finally:
         suite_bar.close()
     if worst == 0:
         shutil.rmtree(logdir, ignore_errors=True)  # kept when something failed, for its full log
     else:
         say(f"worker logs: {logdir}", failure=True)
-    return worst
+    return worst, merged(_in_order(summaries, tasks))
+
+
+def _in_order(summaries: list[RunSummary], tasks: list[Task]) -> list[RunSummary]:
+    """``summaries`` in the order of their ``tasks`` (the tasks file's), as a serial run
+    lists them, whatever order the workers ended in."""
+    order = {task.name: i for i, task in enumerate(tasks)}
+    return sorted(summaries, key=lambda summary: order.get(summary.task, len(order)))
+
+
+def _job_file(logdir: Path, task: Task, job: WorkerJob) -> Path:
+    """Write ``task``'s worker job (``job`` for that task, reporting to its
+    :func:`_summary_file`) into ``logdir``; its path."""
+    from dataclasses import replace
+
+    path = logdir / f"{task.name}.job.json"
+    path.write_text(replace(job, task=task.name, summary=str(_summary_file(logdir, task))).to_json())
+    return path
+
+
+def _summary_file(logdir: Path, task: Task) -> Path:
+    """The file ``task``'s worker writes its summary to."""
+    return logdir / f"{task.name}.summary.json"
+
+
+def _summary(logdir: Path, task: Task, code: int, log: Path) -> RunSummary:
+    """What ``task``'s worker, which ended with ``code``, reported; a worker that
+    failed without reporting (killed) is a failure of its task naming its log."""
+    from relbench.run_summary import RunSummary
+
+    path = _summary_file(logdir, task)
+    if path.is_file():
+        return RunSummary.from_json(path.read_text())
+    if code in (0, 130):
+        return RunSummary(task.name)
+    return RunSummary(task.name, failures=(f"{task.name}: its worker ended (exit {code}) without a summary; its "
+                                           f"finished units are stored, run again to resume. Log: {log}",))
 
 
 def _share_file(logdir: Path, task: Task) -> Path:
@@ -255,24 +290,18 @@ def _follow_thread_share() -> None:
     apply()
 
 
-def _work(argv: list[str]) -> int:
-    """A worker's ``relbench`` command; its exit code. Thread shares are ignored once it
-    ends: Python's shutdown gives a handled signal its default action back, and
-    SIGUSR1's ends the process, so a share sent as the worker exits (another worker
-    ending at that moment) would turn its success into death by signal."""
-    from relbench.cli import main
+def _work(job_file: str) -> int:
+    """A worker's task (:func:`relbench.worker.main`); its exit code. Thread shares are
+    ignored once it ends: Python's shutdown gives a handled signal its default action
+    back, and SIGUSR1's ends the process, so a share sent as the worker exits (another
+    worker ending at that moment) would turn its success into death by signal."""
+    from relbench.worker import main
 
     try:
-        return main(argv)
+        return main(job_file)
     finally:
         if os.name == "posix":
             signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-
-
-def _glob_escape(name: str) -> str:
-    """``name`` as a ``--task`` pattern matching exactly itself: ``*``, ``?`` and ``[``
-    each wrapped in brackets (task names are validated to never hold them: a safety net)."""
-    return re.sub(r"([*?[])", r"[\1]", name)
 
 
 def _stop(procs: list[subprocess.Popen], grace: float = STOP_GRACE) -> None:
@@ -329,7 +358,7 @@ def _watch_parent(parent: int) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-if __name__ == "__main__":  # a worker: python -m relbench.parallel PARENT_PID run …
+if __name__ == "__main__":  # a worker: python -m relbench.parallel PARENT_PID JOB_FILE
     _die_with_parent(int(sys.argv[1]))
     _follow_thread_share()
-    sys.exit(_work(sys.argv[2:]))
+    sys.exit(_work(sys.argv[2]))

@@ -43,9 +43,13 @@ Authentication: the local instance a run starts uses a token of the run's own
 (:func:`_run_token`); a cluster that refuses the driver's token is a user error that says
 what to set.
 
-Counters: a bank counts once per task that reads it, as in a local run: encoded, where an
-encoding computed it, else reused from the cache; a worker's reads of the banks it was
-given are not counted again.
+Counters: every Ray task returns a :class:`~relbench.run_summary.RunSummary` of what it
+did (an encoding, its bank's; a shard, its units'), and :func:`run_on_ray` returns the
+run's, which the command line renders as it renders a local run's. A bank counts once
+per task that reads it, as in a local run: encoded, where an encoding computed it, else
+reused from the cache; a worker's reads of the banks it was given are not counted again.
+A unit the driver sent counts as ran once stored, as failed when its task failed as a
+whole, and as missing when it came back neither stored nor failed.
 """
 
 from __future__ import annotations
@@ -59,12 +63,13 @@ import socket
 import sys
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from relbench.errors import UserError
 from relbench.rows import TASK_ERROR
+from relbench.run_summary import RunSummary, merged
 
 if TYPE_CHECKING:
     import numpy as np
@@ -118,11 +123,11 @@ class Shard:
 @dataclass
 class ShardResult:
     """A shard's finished lines (``unit``, ``key``, ``inputs``, ``rows``), the figures
-    its units drew (file name → bytes) and the worker's counters."""
+    its units drew (file name → bytes) and the worker's summary of its units."""
 
     lines: list[dict]
     figures: dict[str, bytes]
-    stats: dict[str, Any] = field(default_factory=dict)
+    summary: RunSummary
 
 
 class PluginMismatch(UserError):
@@ -174,19 +179,20 @@ def shard_units(units: list[tuple[str, Any]], cpus: int) -> list[list[str]]:
 _RUNNERS: dict[tuple, Runner] = {}
 
 
-def encode_bank(encoding: Encoding) -> tuple[np.ndarray, dict, dict]:
+def encode_bank(encoding: Encoding) -> tuple[np.ndarray, dict, RunSummary]:
     """Encode one bank in this (worker) process (or read it from this node's embedding
-    cache); return its rows, its cache metadata and the worker's counters. The encoder is
-    released afterwards."""
+    cache); return its rows, its cache metadata and the worker's summary (banks encoded
+    and read). The encoder is released afterwards."""
     with _task_run(encoding.job, encoding.task) as (runner, task_run):
         try:
             X, meta = task_run.bank_entry(encoding.need)
         finally:
             task_run.release()
-        return X.cpu().numpy(), meta, {"encoded": runner.stats.encoded, "cached": runner.stats.cached}
+        return X.cpu().numpy(), meta, RunSummary(encoding.task, encoded=runner.stats.encoded,
+                                                 cached=runner.stats.cached)
 
 
-def compute_shard(shard: Shard, *banks: tuple[np.ndarray, dict, dict]) -> ShardResult:
+def compute_shard(shard: Shard, *banks: tuple[np.ndarray, dict, RunSummary]) -> ShardResult:
     """Compute ``shard`` in this (worker) process and return its lines. ``banks`` are
     the results of the shard's bank Ray tasks (Ray resolves them first), read from memory
     in place of the embedding cache."""
@@ -204,12 +210,9 @@ def compute_shard(shard: Shard, *banks: tuple[np.ndarray, dict, dict]) -> ShardR
         lines = store.fetch(shard.task, list(store.read(shard.task).units.values()))
         folder = store.figure_path(shard.task, "x").parent
         figures = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} if folder.is_dir() else {}
-        stats = runner.stats
+        summary = replace(runner.summaries[shard.task], planned=len(shard.units), reused=0)  # the shard's units
         return ShardResult(lines=[{k: line.get(k) for k in ("unit", "key", "inputs", "rows")} for line in lines],
-                           figures=figures,
-                           stats={"encoded": stats.encoded, "cached": stats.cached, "failures": stats.failures,
-                                  "shared_computed": dict(stats.shared_computed),
-                                  "shared_reused": dict(stats.shared_reused)})
+                           figures=figures, summary=summary)
 
 
 @contextlib.contextmanager
@@ -232,7 +235,7 @@ def _task_run(job: Job, task: str):
     runner.only = [task]
     with tempfile.TemporaryDirectory(prefix="relbench-shard-") as tmp:
         runner.store = ResultStore(Path(tmp))
-        runner.stats = RunStats()
+        runner.stats, runner.summaries = RunStats(), {}
         runner.run_id = job.run_id
         (task_run,) = runner.plans()
         yield runner, task_run
@@ -268,10 +271,11 @@ def _import_ray():
     return ray
 
 
-def run_on_ray(runner: Runner, address: str | None, quiet: bool) -> RunStats:
+def run_on_ray(runner: Runner, address: str | None, quiet: bool) -> RunSummary:
     """Compute every selected task's units still to do on Ray (an instance of this run's
     own on this machine when ``address`` is None, else the cluster at ``address``, e.g.
-    ``auto`` or ``HOST:PORT``); store them from this process; return the run's counters."""
+    ``auto`` or ``HOST:PORT``); store them from this process; return the run's summary
+    (its counters are also added to ``runner.stats``)."""
     ray = _import_ray()
     plans = runner.plans()  # user errors before anything is written or started
     runner.store.ensure_writable()
@@ -283,16 +287,31 @@ def run_on_ray(runner: Runner, address: str | None, quiet: bool) -> RunStats:
             _connect(ray, address)
             session.callback(ray.shutdown)
         with contextlib.ExitStack() as locks:
-            todo = []
+            todo, left = [], []
             for task_run in plans:
                 if locks.enter_context(runner.store.lock(task_run.task.name, wait=False)):
                     task_run.replan()
                     todo.append(task_run)
                 else:
+                    left.append(_left(task_run.task.name, task_run.plan()))
                     runner.say(f"task {task_run.task.name} is being computed by another relbench run on this "
                                f"store; left to it (run again afterwards for what it leaves)")
-            _drive(ray, runner, todo, quiet)
-    return runner.stats
+            units = _drive(ray, runner, todo, quiet)
+    return merged([*units, *left, _counters(runner.stats)])
+
+
+def _left(task: str, plan) -> RunSummary:
+    """A task left to another run: its units to compute are missing from this one."""
+    return RunSummary(task, planned=len(plan.units), reused=len(plan.units) - len(plan.todo), missing=len(plan.todo))
+
+
+def _counters(stats: RunStats) -> RunSummary:
+    """The driver's counters (banks, recomputed units, shared work, failures) as a
+    summary of no task and no units."""
+    return RunSummary("", encoded=stats.encoded, cached=stats.cached, not_achievable=stats.not_achievable,
+                      recomputed=tuple(stats.recomputed.most_common()),
+                      shared_computed=tuple(stats.shared_computed.most_common()),
+                      shared_reused=tuple(stats.shared_reused.most_common()), failures=tuple(stats.failures))
 
 
 @contextlib.contextmanager
@@ -347,8 +366,9 @@ def _refused_token(exc: BaseException | None) -> bool:
     return False
 
 
-def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
-    """Submit every encoding and shard, store results as they come back, and count them."""
+def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> list[RunSummary]:
+    """Submit every encoding and shard, store results as they come back, and count them;
+    return each task's summary of its units."""
     from relbench.console import progress_bar
 
     resources = ray.cluster_resources()
@@ -365,9 +385,11 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
     reused: Counter = Counter()  # task → banks it reads that no encoding of its computes
     shards: dict[Any, Shard] = {}
     failed: set[str] = set()
+    count = {task_run.task.name: Counter() for task_run in task_runs}  # task → planned, reused, ran, failed, missing
     for task_run in task_runs:
         task, plan = task_run.task, task_run.plan()
         todo = runner.todo(task_run)
+        count[task.name].update(planned=len(plan.units), reused=len(plan.units) - len(todo))
         if not todo:
             continue
         try:
@@ -375,6 +397,7 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
         except Exception as exc:  # noqa: BLE001 - as locally: the task fails, the run goes on
             runner.task_failed(task_run, exc)
             failed.add(task.name)
+            count[task.name]["failed"] += len(todo)
             continue
         total += len(todo)
         stale[task.name] = dict(plan.stale)
@@ -388,7 +411,7 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
                     banks[need.key] = encode.options(**options).remote(Encoding(job, task.name, need))
                     encodings[banks[need.key]] = need
                     continue
-                banks[need.key] = ray.put((hit[0].numpy(), hit[1], {}))
+                banks[need.key] = ray.put((hit[0].numpy(), hit[1], RunSummary(task.name)))
             reused[task.name] += 1
         for units in shard_units([(u.id, u.key.get("seed")) for u in todo], cpus):
             shard = Shard(job, task.name, tuple(units), tuple(need.key for need in needs))
@@ -413,10 +436,14 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
                 result = ray.get(ready)
             except ray.exceptions.RayError as exc:
                 errors[shard.task] += 1
-                if shard.task not in failed:  # a failed encoding has said why already
+                if shard.task in failed:  # a failed encoding has said why already
+                    count[shard.task]["failed"] += len(shard.units)
+                else:
                     lost.setdefault((shard.task, _why_lost(ray, exc)), []).extend(shard.units)
                 continue
             errors[shard.task] += _store(runner, shard, result, stale[shard.task])
+            count[shard.task].update(ran=sum(line["unit"] != TASK_ERROR for line in result.lines),
+                                     failed=result.summary.failed)
             returned = {line["unit"] for line in result.lines}
             missing = [] if TASK_ERROR in returned else [u for u in shard.units if u not in returned]
             if missing:  # neither stored nor failed: never counted as done
@@ -432,10 +459,12 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> None:
     runner.stats.cached += sum(n for name, n in reused.items() if name not in failed)
     by_name = {task_run.task.name: task_run for task_run in task_runs}
     for (task, why), units in lost.items():
+        count[task]["missing"] += len(units)
         runner.stats.failures.append(f"{task}: {len(units)} units not stored ({_named(by_name[task], units)}): {why}")
     for task_run in task_runs:
         if task_run.plan().todo and not errors[task_run.task.name]:
             runner.clear_task_error(task_run.task)
+    return [RunSummary(name, **units) for name, units in count.items()]
 
 
 def _why_lost(ray, exc: Exception) -> str:
@@ -462,7 +491,7 @@ def _encoded(ray, runner: Runner, ref: Any, need: BankNeed, readers: list[TaskRu
     import torch
 
     try:
-        X, meta, stats = ray.get(ref)
+        X, meta, summary = ray.get(ref)
     except ray.exceptions.RayTaskError as exc:  # the encoder raised (NaN embeddings, a missing asset …)
         cause = exc.cause if isinstance(exc.cause, Exception) else exc
         for task_run in readers:
@@ -472,8 +501,8 @@ def _encoded(ray, runner: Runner, ref: Any, need: BankNeed, readers: list[TaskRu
         return {task_run.task.name for task_run in readers}
     except ray.exceptions.RayError:  # the worker or its node died, retries spent: the shards say so
         return set()
-    runner.stats.encoded += stats.get("encoded", 0)
-    runner.stats.cached += stats.get("cached", 0)
+    runner.stats.encoded += summary.encoded
+    runner.stats.cached += summary.cached
     if not runner.cache.has(need.key):
         runner.cache.put(need.key, torch.from_numpy(X.copy()), meta)
     return set()
@@ -499,10 +528,10 @@ def _store(runner: Runner, shard: Shard, result: ShardResult, stale: dict[str, l
             runner.stats.not_achievable += sum(r.get("status") == "not_achievable" for r in line["rows"])
             if line["unit"] in stale:
                 runner.stats.recomputed[", ".join(_shorten(stale[line["unit"]]))] += 1
-    stats = result.stats
-    runner.stats.encoded += stats.get("encoded", 0)
-    runner.stats.cached += stats.get("cached", 0)
-    runner.stats.failures += stats.get("failures", [])
-    runner.stats.shared_computed.update(stats.get("shared_computed", {}))
-    runner.stats.shared_reused.update(stats.get("shared_reused", {}))
+    summary = result.summary
+    runner.stats.encoded += summary.encoded
+    runner.stats.cached += summary.cached
+    runner.stats.failures += summary.failures
+    runner.stats.shared_computed.update(dict(summary.shared_computed))
+    runner.stats.shared_reused.update(dict(summary.shared_reused))
     return failed

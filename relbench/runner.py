@@ -10,6 +10,7 @@ user error (e.g. an encoder returning NaN) is recorded and the run goes on to th
 from __future__ import annotations
 
 import contextlib
+import copy
 import fnmatch
 import functools
 import json
@@ -54,6 +55,7 @@ from relbench.sharing import SharedWork, learned_anchors
 from relbench.task_model import EncoderSpec, PluginSpec, Suite, Task
 from relbench.training import NonFinite
 from relbench.rows import TASK_ERROR, display_key, flat_row
+from relbench.run_summary import RunSummary, merged
 
 torch = lazy_loader.load("torch")
 
@@ -169,6 +171,8 @@ class RunStats:
     encoded: int = 0
     cached: int = 0
     units_done: int = 0
+    #: units of ``units_done`` stored with an error row (the whole unit or one of its cells failed)
+    units_failed: int = 0
     units_skipped: int = 0
     recomputed: Counter = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
@@ -711,6 +715,7 @@ class TaskRun:
         plan = self.plan()
         plan.done.add(planned.id)
         self.runner.stats.units_done += 1
+        self.runner.stats.units_failed += any(r.status == "error" for r in rows)
         self.runner.bar.advance()
         if planned.id in plan.stale:
             self.runner.stats.recomputed[", ".join(_shorten(plan.stale[planned.id]))] += 1
@@ -757,6 +762,9 @@ class Runner:
         self.cache = EmbeddingCache(suite.cache_dir)
         self.descriptions = Descriptions(self.cache.root / "descriptions")
         self.stats = RunStats()
+        #: per task, what this run did to it (:meth:`summary`): tasks computed, or failed in planning
+        self.summaries: dict[str, RunSummary] = {}
+        self._scheduled: list[TaskRun] = []  # the tasks :meth:`run` planned, in order
         self.run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
         self._datasets: dict[str, DatasetData] = {}
         self._task_runs: dict[str, TaskRun] = {}  # planned tasks, kept for the pages drawn after the run
@@ -820,7 +828,7 @@ class Runner:
                     raise
                 task_run.unavailable = str(exc)
             except Exception as exc:  # noqa: BLE001 - a plugin's bug fails its task, not the run
-                self.task_failed(task_run, exc)
+                self.summaries[task.name] = RunSummary(task.name, failures=(self.task_failed(task_run, exc),))
                 continue
             runs.append(task_run)
         return runs
@@ -831,19 +839,21 @@ class Runner:
         if TASK_ERROR in lines.units and TASK_ERROR not in lines.done:
             self.store.append(task.name, TASK_ERROR, [], self.run_id)
 
-    def task_failed(self, task_run: TaskRun, exc: Exception) -> None:
-        """Record a whole task's failure (once per run): message, summary line, error row."""
+    def task_failed(self, task_run: TaskRun, exc: Exception) -> str:
+        """Record a whole task's failure (once per run): message, summary line, error row;
+        return the summary line."""
         task = task_run.task
         message = f"{type(exc).__name__}: {exc}" if not isinstance(exc, UserError) else str(exc)
         if not isinstance(exc, UserError):
             message += "\n" + "".join(traceback.format_exception(exc)[-4:])
         line = f"{task.name}: {message.splitlines()[0]}"
         if line in self.stats.failures:
-            return
+            return line
         self.stats.failures.append(line)
         self.say(f"task {task.name} failed: {message}")
         row = ResultRow(metric="error", value=None, direction="neutral", status="error", error=message)
         self.store.append(task.name, TASK_ERROR, [flat_row(task, task_run.kind, row, {}, {})], self.run_id)
+        return line
 
     def run(self) -> RunStats:
         """Plan every selected task, then compute what is not done; return the counters.
@@ -861,6 +871,7 @@ class Runner:
         done with it, and only its units still missing are computed.
         """
         plans = self.plans()  # user errors before anything is written
+        self._scheduled = plans
         self.store.ensure_writable()
         self.cache.ensure_writable()
         self.bar = SuiteBar(sum(len(tr.plan().todo) for tr in plans), self.quiet)
@@ -897,13 +908,21 @@ class Runner:
         return todo
 
     def compute(self, task_run: TaskRun) -> None:
-        """Compute the units of one task that are not done (the caller holds its lock)."""
-        task, plan = task_run.task, task_run.plan()
+        """Compute the units of one task that are not done (the caller holds its lock),
+        and record what this run did to it in :attr:`summaries`, interrupted or not."""
+        before, t0, failed = copy.deepcopy(self.stats), time.perf_counter(), False
         todo = self.todo(task_run)
-        if not todo:
-            return
-        t0 = time.perf_counter()
-        self.say(f"== task {task.name} ({task.kind.label}): {len(todo)} of {len(plan.units)} units to compute ==")
+        try:
+            if todo:
+                failed = self._compute(task_run, len(todo))
+        finally:
+            self.summaries[task_run.task.name] = self._task_summary(task_run, todo, before, t0, failed)
+
+    def _compute(self, task_run: TaskRun, todo: int) -> bool:
+        """Run the task's kind over its ``todo`` units; whether the task failed as a whole."""
+        task, plan = task_run.task, task_run.plan()
+        t0, failed = time.perf_counter(), False
+        self.say(f"== task {task.name} ({task.kind.label}): {todo} of {len(plan.units)} units to compute ==")
         self.bar.task(task.name)
         try:
             with running_at(task.precision):
@@ -914,8 +933,39 @@ class Runner:
             if isinstance(exc, SystemExit):
                 exc = RuntimeError(f"a plugin called sys.exit({exc.code!r}) while task {task.name!r} ran")
             self.task_failed(task_run, exc)
+            failed = True
         else:
             self.clear_task_error(task)
         finally:
             task_run.release()
         self.say(f"== task {task.name} finished in {time.perf_counter() - t0:.1f}s ==")
+        return failed
+
+    def _task_summary(self, task_run: TaskRun, todo: list[PlannedUnit], before: RunStats, t0: float,
+                      failed: bool) -> RunSummary:
+        """What computing ``todo`` did, from the counters ``before`` it and now: a unit of
+        ``todo`` left unstored is failed when its task failed as a whole, else missing."""
+        plan, now = task_run.plan(), self.stats
+        left = sum(u.id not in plan.done for u in todo)
+        return RunSummary(
+            task=task_run.task.name, planned=len(plan.units), ran=now.units_done - before.units_done,
+            reused=len(plan.units) - len(todo), failed=now.units_failed - before.units_failed + failed * left,
+            missing=0 if failed else left, seconds=time.perf_counter() - t0, encoded=now.encoded - before.encoded,
+            cached=now.cached - before.cached, not_achievable=now.not_achievable - before.not_achievable,
+            recomputed=tuple((now.recomputed - before.recomputed).most_common()),
+            shared_computed=tuple((now.shared_computed - before.shared_computed).most_common()),
+            shared_reused=tuple((now.shared_reused - before.shared_reused).most_common()),
+            failures=tuple(now.failures[len(before.failures):]))
+
+    def summary(self) -> RunSummary:
+        """What this run did, every task's :attr:`summaries` merged; a task :meth:`run`
+        planned but never reached (the run was interrupted first) counts its units to
+        compute as missing."""
+        parts = dict(self.summaries)
+        for task_run in self._scheduled:
+            if task_run.task.name not in parts:
+                plan = task_run.plan()
+                parts[task_run.task.name] = RunSummary(task_run.task.name, planned=len(plan.units),
+                                                       reused=len(plan.units) - len(plan.todo),
+                                                       missing=len(plan.todo))
+        return merged(list(parts.values()))

@@ -1,6 +1,6 @@
 """`relbench run -j N` workers: they die with their parent however it dies, a SIGINT to
-the parent alone stops them in bounded time, and task names reach them as exact
-`--task=NAME` patterns that no parser can read as options."""
+the parent alone stops them in bounded time, task names reach them exactly through
+their job files, and they report a typed summary, not log lines."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 import relbench.parallel as parallel
 import toy_plugins
 from relbench.testing import make_task
+from relbench.worker import WorkerJob, exact_pattern
 
 TESTS = Path(__file__).resolve().parent
 
@@ -131,7 +131,7 @@ def test_workers_run_every_task_to_the_end(tmp_path):
     finally:
         run.kill()  # nothing once it has ended; its workers die with it
         run.wait()
-    assert "2 workers" in err and "ran 2 units" in err, err
+    assert "2 workers" in err and "ran 4 units" in err, err  # both tasks, added up
     assert {p.name for p in (tmp_path / "results").glob("slow-*")} == {"slow-a.jsonl", "slow-b.jsonl"}
     assert not list(tmp_path.glob("relbench-jobs-*"))  # logs of a run without failures are removed
 
@@ -248,12 +248,20 @@ def test_die_with_parent_by_prctl_and_by_the_fallback(platform):
             os.kill(worker, signal.SIGKILL)
 
 
-def test_task_names_reach_workers_as_exact_patterns_never_options(monkeypatch, tmp_path):
-    """Names that an option parser or a glob would misread (impossible for validated
-    names, which is why this builds tasks by hand): each worker gets `--task=NAME`,
-    parsed back as exactly one pattern that matches its own task and no other."""
-    from relbench.cli import _parser
+def _job_task(cmd) -> str:
+    """The task a worker's command line runs: the one its job file names."""
+    return WorkerJob.from_json(Path(cmd[-1]).read_text()).task
 
+
+def _job(tmp_path, **settings) -> WorkerJob:
+    return WorkerJob(suite=str(tmp_path / "tasks.yaml"), command="relbench run", **settings)
+
+
+def test_task_names_reach_workers_exactly_through_their_job_files(monkeypatch, tmp_path):
+    """Names that an option parser or a glob would misread (impossible for validated
+    names, which is why this builds tasks by hand): each worker's command line is its
+    parent's pid and its job file, whose task the worker selects as exactly one pattern
+    that matches its own task and no other; the job's settings reach every worker."""
     names = ["-x", "--force", "a*", "b?", "c[1]", "d]", "run"]
     others = ["ab", "bb", "c1", "-xx", "a"]
     started = []
@@ -262,7 +270,7 @@ def test_task_names_reach_workers_as_exact_patterns_never_options(monkeypatch, t
         pid, returncode = 4242, 0
 
         def __init__(self, cmd, **kwargs):
-            started.append(cmd)
+            started.append((cmd, WorkerJob.from_json(Path(cmd[-1]).read_text())))  # the folder goes with the run
 
         def poll(self):
             return 0
@@ -272,15 +280,14 @@ def test_task_names_reach_workers_as_exact_patterns_never_options(monkeypatch, t
 
     monkeypatch.setattr(parallel.subprocess, "Popen", Worker)
     tasks = [_task(n, n) for n in names]
-    suite = SimpleNamespace(file=tmp_path / "tasks.yaml")
-    assert parallel.run_parallel(suite, tasks, 2, ["--force"], "relbench run", quiet=True) == 0
+    assert parallel.run_parallel(tasks, 2, _job(tmp_path, force=True), quiet=True)[0] == 0
     assert len(started) == len(names)
-    for cmd in started:
-        args = _parser().parse_args(cmd[cmd.index("run"):])
-        assert args.tasks == suite.file and args.force and args.no_leaderboard
-        [pattern] = args.only
-        assert [n for n in names + others if fnmatch.fnmatchcase(n, pattern)] in ([n] for n in names)
-    assert all("--task" not in cmd for cmd in started)
+    for cmd, job in started:
+        assert cmd[1:4] == ["-m", "relbench.parallel", str(os.getpid())] and len(cmd) == 5
+        assert job.force and job.suite == str(tmp_path / "tasks.yaml") and job.summary.endswith(".summary.json")
+        pattern = exact_pattern(job.task)
+        assert [n for n in names + others if fnmatch.fnmatchcase(n, pattern)] == [job.task]
+    assert sorted(job.task for _, job in started) == sorted(names)
 
 
 def _task(name, data, seeds=1):
@@ -309,7 +316,7 @@ def started(monkeypatch):
 
         def __init__(self, cmd, **kwargs):
             self.pid = 4000 + len(names)
-            names.append(cmd[-1].removeprefix("--task="))
+            names.append(_job_task(cmd))
 
         def poll(self):
             return 0
@@ -327,8 +334,7 @@ WEIGHTS = {"a-lead": 1.0, "b-only": 50.0, "a-heavy": 100.0}
 
 
 def test_tasks_start_heaviest_first(started, tmp_path):
-    suite = SimpleNamespace(file=tmp_path / "tasks.yaml")
-    assert parallel.run_parallel(suite, THREE, 1, [], "relbench run", quiet=True, weights=WEIGHTS) == 0
+    assert parallel.run_parallel(THREE, 1, _job(tmp_path), quiet=True, weights=WEIGHTS)[0] == 0
     assert started == ["a-heavy", "b-only", "a-lead"]
 
 
@@ -353,7 +359,7 @@ def _scheduled(monkeypatch, tmp_path, lives: dict[str, int], needs: dict[str, fr
         returncode = 0
 
         def __init__(self, cmd, **kwargs):
-            self.name, self.pid = cmd[-1].removeprefix("--task="), 6000 + len(events)
+            self.name, self.pid = _job_task(cmd), 6000 + len(events)
             events.append(("start", self.name))
 
         def poll(self):
@@ -370,9 +376,8 @@ def _scheduled(monkeypatch, tmp_path, lives: dict[str, int], needs: dict[str, fr
     monkeypatch.setattr(parallel.time, "sleep", lambda s: None)
     cached = lambda key: key in cached_after and polls[cached_after[key][0]] >= cached_after[key][1]  # noqa: E731
     tasks = [_task(name, "d") for name in lives]
-    suite = SimpleNamespace(file=tmp_path / "tasks.yaml")
-    assert parallel.run_parallel(suite, tasks, 2, [], "relbench run", quiet=True, weights=weights, needs=needs,
-                                 cached=cached) == 0
+    assert parallel.run_parallel(tasks, 2, _job(tmp_path), quiet=True, weights=weights, needs=needs,
+                                 cached=cached)[0] == 0
     return events
 
 
@@ -430,7 +435,7 @@ def test_idle_cores_go_to_the_workers_still_running(monkeypatch, tmp_path):
 
         def __init__(self, cmd, env, preexec_fn, **kwargs):
             assert preexec_fn is parallel._ignore_share_signal  # an early SIGUSR1 cannot kill it
-            self.name, self.pid, self.file = cmd[-1].removeprefix("--task="), 5000 + len(signals), \
+            self.name, self.pid, self.file = _job_task(cmd), 5000 + len(signals), \
                 Path(env[parallel.THREADS_ENV])
 
         def poll(self):
@@ -442,10 +447,8 @@ def test_idle_cores_go_to_the_workers_still_running(monkeypatch, tmp_path):
 
     monkeypatch.setattr(parallel.subprocess, "Popen", Worker)
     monkeypatch.setattr(parallel.time, "sleep", lambda s: None)
-    suite = SimpleNamespace(file=tmp_path / "tasks.yaml")
     tasks = [_task("long", "a"), _task("short", "b")]
-    assert parallel.run_parallel(suite, tasks, 2, [], "relbench run", quiet=True,
-                                 weights={"long": 10.0, "short": 1.0}) == 0
+    assert parallel.run_parallel(tasks, 2, _job(tmp_path), quiet=True, weights={"long": 10.0, "short": 1.0})[0] == 0
     assert signals == [("long", signal.SIGUSR1, 2)]
 
 
@@ -474,18 +477,18 @@ def test_a_worker_ignores_thread_shares_once_its_command_ended(monkeypatch):
     ends the process: a share sent to a worker that had finished its task (the other
     worker ending at that moment) made it exit by signal 10, a failure. Once its command
     has returned, or raised, a worker ignores SIGUSR1."""
-    import relbench.cli
+    import relbench.worker
 
     handler = signal.getsignal(signal.SIGUSR1)
     try:
         signal.signal(signal.SIGUSR1, lambda *_: None)
-        monkeypatch.setattr(relbench.cli, "main", lambda argv: 0)
-        assert parallel._work(["run"]) == 0
+        monkeypatch.setattr(relbench.worker, "main", lambda job_file: 0)
+        assert parallel._work("job.json") == 0
         assert signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
         signal.signal(signal.SIGUSR1, lambda *_: None)
-        monkeypatch.setattr(relbench.cli, "main", lambda argv: (_ for _ in ()).throw(KeyboardInterrupt))
+        monkeypatch.setattr(relbench.worker, "main", lambda job_file: (_ for _ in ()).throw(KeyboardInterrupt))
         with pytest.raises(KeyboardInterrupt):
-            parallel._work(["run"])
+            parallel._work("job.json")
         assert signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGUSR1, handler)

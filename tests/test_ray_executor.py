@@ -125,12 +125,13 @@ def test_a_worker_reads_the_banks_it_is_given_and_encodes_nothing(tmp_path, monk
     finally:
         ray_executor._RUNNERS.clear()
     # the banks it was given were counted by the driver: the shard counts none of them
-    assert result.stats["encoded"] == 0 and result.stats["cached"] == 0 and result.stats["failures"] == []
+    assert result.summary.encoded == 0 and result.summary.cached == 0 and result.summary.failures == ()
+    assert (result.summary.planned, result.summary.ran, result.summary.reused) == (len(units), len(units), 0)
     stored = {line["unit"]: line["rows"] for line in ResultStore(tmp_path / "results").fetch(
         "blobs", list(ResultStore(tmp_path / "results").read("blobs").units.values()))}
     values = lambda rows: [(r["metric"], r.get("source"), r["value"]) for r in rows]  # noqa: E731
     assert {line["unit"]: values(line["rows"]) for line in result.lines} == {u: values(r) for u, r in stored.items()}
-    assert stats == {"encoded": 1, "cached": 0} and (X == banks[0][0]).all() and meta["n"] == needs[0].n
+    assert (stats.encoded, stats.cached) == (1, 0) and (X == banks[0][0]).all() and meta["n"] == needs[0].n
 
 
 def _free_port() -> int:
@@ -405,9 +406,13 @@ def test_ray_counts_banks_as_a_local_run_does(inline_ray, tmp_path, monkeypatch)
         monkeypatch.setenv("RELBENCH_CACHE_DIR", str(tmp_path / cache))
         runner = Runner(load_suite(tmp_path / "tasks.yaml", registry), registry, quiet=True,
                         output=tmp_path / executor, **kw)
-        stats = run_on_ray(runner, None, quiet=True) if executor == "ray" else runner.run()
-        assert stats.failures == [] and stats.units_done == 6
-        return stats.encoded, stats.cached
+        if executor == "ray":
+            summary = run_on_ray(runner, None, quiet=True)
+        else:
+            runner.run()
+            summary = runner.summary()
+        assert summary.failures == () and summary.ran == 6 and summary.planned == 6 + summary.reused
+        return summary.encoded, summary.cached
 
     assert counts("ray", "ray-cache") == counts("local", "local-cache") == (6, 6)  # an empty cache
     assert counts("ray", "ray-cache", force=True) == counts("local", "local-cache", force=True) == (0, 12)

@@ -1,0 +1,129 @@
+"""What a run did, as data: one :class:`RunSummary` per task, merged for a suite.
+
+Every executor reports through it: the local runner makes one per task
+(:meth:`relbench.runner.Runner.summary`), a ``-j`` worker writes its task's as JSON for
+the parent (:mod:`relbench.worker`), a Ray shard returns its own
+(:mod:`relbench.ray_executor`). :func:`accounting` and :func:`failure_list` render the
+end of a run the same way whichever executor ran it.
+
+A task's units fall in four parts: ``reused`` (stored with the same identity before
+this run), ``ran`` (computed in this run and stored, ``failed`` ones included as their
+error rows), ``missing`` (neither stored nor failed: interrupted, or lost with a
+worker) and the units a task that failed as a whole left uncomputed, which count as
+``failed`` too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, fields
+
+#: exit codes of ``relbench run`` (and of its ``-j`` workers): everything finished, some units
+#: or tasks failed, bad input, interrupted (finished work is stored; the same command resumes)
+EXIT_OK, EXIT_FAILURES, EXIT_USER, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What one run did to one task (or, merged, to several; ``task`` then lists them)."""
+
+    task: str
+    planned: int = 0  #: units of the task's plan
+    ran: int = 0  #: units computed and stored in this run (failed ones included)
+    reused: int = 0  #: units stored with the same identity before this run
+    failed: int = 0  #: units that failed: stored as error rows, or left by a task that failed as a whole
+    missing: int = 0  #: planned units neither stored nor failed (interrupted, lost with their worker)
+    seconds: float = 0.0  #: wall-clock seconds the task took
+    error: str | None = None  #: a user error that stopped the task before any work (its message)
+    encoded: int = 0  #: (encoder, split) banks encoded
+    cached: int = 0  #: banks read from the embedding cache
+    not_achievable: int = 0  #: cells not achievable by design
+    recomputed: tuple[tuple[str, int], ...] = ()  #: units that replaced older ones, by the fields that changed
+    shared_computed: tuple[tuple[str, int], ...] = ()  #: shared work computed, by what it is
+    shared_reused: tuple[tuple[str, int], ...] = ()  #: shared work reused, by what it is
+    failures: tuple[str, ...] = ()  #: one line per failure (unit, cell or task)
+
+    def to_json(self) -> str:
+        """This summary as a JSON object (:meth:`from_json` reads it back equal)."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSummary:
+        """The summary :meth:`to_json` wrote (keys it does not know are ignored)."""
+        data = json.loads(text)
+        pairs = {"recomputed", "shared_computed", "shared_reused"}
+        return cls(**{f.name: tuple(map(tuple, data[f.name])) if f.name in pairs else
+                      tuple(data[f.name]) if f.name == "failures" else data[f.name]
+                      for f in fields(cls) if f.name in data})
+
+    def merge(self, other: RunSummary) -> RunSummary:
+        """Both summaries as one: counts and seconds added, counters added by key,
+        failures and errors one after the other, task names joined."""
+        names = list(dict.fromkeys(n for s in (self, other) for n in s.task.split(", ") if n))
+        errors = [e for e in (self.error, other.error) if e]
+        return RunSummary(
+            task=", ".join(names), planned=self.planned + other.planned, ran=self.ran + other.ran,
+            reused=self.reused + other.reused, failed=self.failed + other.failed,
+            missing=self.missing + other.missing, seconds=self.seconds + other.seconds,
+            error="\n".join(errors) or None, encoded=self.encoded + other.encoded,
+            cached=self.cached + other.cached, not_achievable=self.not_achievable + other.not_achievable,
+            recomputed=_add(self.recomputed, other.recomputed),
+            shared_computed=_add(self.shared_computed, other.shared_computed),
+            shared_reused=_add(self.shared_reused, other.shared_reused),
+            failures=self.failures + other.failures)
+
+
+def _add(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+    """Two counters as (key, count) pairs, added, most common first."""
+    return tuple((Counter(dict(a)) + Counter(dict(b))).most_common())
+
+
+def merged(summaries: list[RunSummary]) -> RunSummary:
+    """All ``summaries`` as one (:meth:`RunSummary.merge`); an empty one for none."""
+    total = RunSummary(task="")
+    for summary in summaries:
+        total = total.merge(summary)
+    return total
+
+
+def accounting(summary: RunSummary) -> str:
+    """The end-of-run paragraph: banks encoded and reused, units ran (recomputed, and
+    why), reused and shared, then cells not achievable and units failed or missing when
+    there are any."""
+    recomputed = sum(n for _, n in summary.recomputed)
+    why = "; ".join(f"{n}: {changed} changed" for changed, n in summary.recomputed)
+    lines = [f"encoded {summary.encoded} (encoder, split) banks, reused {summary.cached} from the cache; "
+             f"ran {summary.ran} units ({recomputed} recomputed{f' — {why}' if why else ''}; "
+             f"{summary.ran - recomputed} new, retried or forced), reused {summary.reused} already "
+             f"finished with the same identity." + _shared(summary)]
+    if summary.not_achievable:
+        lines.append(f"{summary.not_achievable} cells are not achievable by design (recorded as such).")
+    if summary.failed or summary.missing:
+        lines.append(f"{summary.failed} units failed, {summary.missing} were not stored (the next run computes "
+                     f"them).")
+    return "\n".join(lines)
+
+
+def _shared(summary: RunSummary) -> str:
+    """`` Shared work: head 120 computed, 294 reused.`` (empty when nothing was shared)."""
+    computed, reused = dict(summary.shared_computed), dict(summary.shared_reused)
+    names = sorted(set(computed) | set(reused))
+    if not names:
+        return ""
+    return " Shared work: " + "; ".join(f"{name} {computed.get(name, 0)} computed, {reused.get(name, 0)} reused"
+                                         for name in names) + "."
+
+
+def failure_list(summary: RunSummary) -> str:
+    """``N failures:`` and each failure's first line (empty when nothing failed)."""
+    if not summary.failures:
+        return ""
+    return f"\n{len(summary.failures)} failures:\n" + "\n".join(f"  - {failure.splitlines()[0]}"
+                                                                 for failure in summary.failures)
+
+
+def interrupted(summary: RunSummary, store: object) -> str:
+    """What an interrupted run says: how many units it stored where, and how to resume."""
+    return (f"\ninterrupted: {summary.ran} units finished in this run are stored in {store}; run the same command "
+            f"again to resume (`relbench leaderboard` draws pages from what is stored).")
