@@ -76,7 +76,8 @@ if TYPE_CHECKING:
 
     from relbench.plugins import Registry
     from relbench.encoding import BankNeed
-    from relbench.runner import Runner, RunStats
+    from relbench.runner import Runner
+    from relbench.run_summary import RunStats
     from relbench.task_run import TaskRun
 
 #: shards per worker CPU: enough that a dying worker loses little and the last shards
@@ -224,7 +225,7 @@ def _task_run(job: Job, task: str):
     import torch
 
     from relbench.results import ResultStore
-    from relbench.runner import RunStats
+    from relbench.run_summary import RunStats
 
     for name, value in job.env:
         os.environ[name] = value

@@ -13,19 +13,15 @@ from __future__ import annotations
 
 import copy
 import fnmatch
-import functools
-import json
 import os
 import sys
 import time
 import traceback
 import uuid
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from relbench.cache import EmbeddingCache
-from relbench.descriptions import Descriptions, check_same
+from relbench.descriptions import DataSets, Descriptions
 from relbench.encoding import check_device
 from relbench.errors import ConfigError, OutputNotWritable, UserError
 from relbench.interfaces import DatasetData, ResultRow
@@ -34,28 +30,10 @@ from relbench.precision import running_at
 from relbench.progress import SuiteBar
 from relbench.results import ResultStore
 from relbench.rows import TASK_ERROR, flat_row
-from relbench.run_summary import RunSummary, merged
+from relbench.run_summary import RunStats, RunSummary, merged, task_summary
 from relbench.task_model import PluginSpec, Suite, Task
 from relbench.task_plan import PlannedUnit
 from relbench.task_run import TaskRun
-
-
-@dataclass
-class RunStats:
-    """Counters the runner reports at the end."""
-
-    encoded: int = 0
-    cached: int = 0
-    units_done: int = 0
-    #: units of ``units_done`` stored with an error row (the whole unit or one of its cells failed)
-    units_failed: int = 0
-    units_skipped: int = 0
-    recomputed: Counter = field(default_factory=Counter)
-    failures: list[str] = field(default_factory=list)
-    not_achievable: int = 0
-    #: shared work (:mod:`relbench.sharing`) by what it is: computed once, reused after
-    shared_computed: Counter = field(default_factory=Counter)
-    shared_reused: Counter = field(default_factory=Counter)
 
 
 class Runner:
@@ -80,7 +58,7 @@ class Runner:
         self.summaries: dict[str, RunSummary] = {}
         self._scheduled: list[TaskRun] = []  # the tasks :meth:`run` planned, in order
         self.run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-        self._datasets: dict[str, DatasetData] = {}
+        self.datasets = DataSets(self.descriptions)  #: every data set once per run, whatever reads it
         self._task_runs: dict[str, TaskRun] = {}  # planned tasks, kept for the pages drawn after the run
         #: the suite-level bar (:class:`relbench.progress.SuiteBar`), made by :meth:`run`
         self.bar = SuiteBar(0, quiet=True)
@@ -108,20 +86,8 @@ class Runner:
         return [t for t in self.suite.tasks if any(fnmatch.fnmatchcase(t.name, p) for p in self.only)]
 
     def dataset(self, spec: PluginSpec) -> DatasetData:
-        """A data set, loaded once per run whatever the number of tasks that read it. A
-        data set that declares its sources is described instead while they are unchanged
-        (:mod:`relbench.descriptions`): planning reads no image or text, and the data are
-        loaded the first time a view is read."""
-        key = json.dumps(spec.identity(), sort_keys=True, default=str)
-        if key not in self._datasets:
-            described = self.descriptions.get(key, spec.cls, functools.cache(lambda: self._load(spec, key, described)))
-            self._datasets[key] = described or self._load(spec, key, None)
-        return self._datasets[key]
-
-    def _load(self, spec: PluginSpec, key: str, described: DatasetData | None) -> DatasetData:
-        data = spec.build().load()
-        self.descriptions.put(key, spec.cls, data)
-        return data if described is None else check_same(described, data)
+        """A data set, loaded (or described) once per run (:meth:`DataSets.get`)."""
+        return self.datasets.get(spec)
 
     def plans(self, lenient: bool = False) -> list[TaskRun]:
         """A :class:`TaskRun` per selected task with its plan made: every identity is
@@ -230,7 +196,10 @@ class Runner:
             if todo:
                 failed = self._compute(task_run, len(todo))
         finally:
-            self.summaries[task_run.task.name] = self._task_summary(task_run, todo, before, t0, failed)
+            plan = task_run.plan()
+            left = sum(u.id not in plan.done for u in todo)  # units of ``todo`` left unstored
+            self.summaries[task_run.task.name] = task_summary(task_run.task.name, len(plan.units), len(todo), left,
+                                                              before, self.stats, time.perf_counter() - t0, failed)
 
     def _compute(self, task_run: TaskRun, todo: int) -> bool:
         """Run the task's kind over its ``todo`` units; whether the task failed as a whole."""
@@ -254,22 +223,6 @@ class Runner:
             task_run.release()
         self.say(f"== task {task.name} finished in {time.perf_counter() - t0:.1f}s ==")
         return failed
-
-    def _task_summary(self, task_run: TaskRun, todo: list[PlannedUnit], before: RunStats, t0: float,
-                      failed: bool) -> RunSummary:
-        """What computing ``todo`` did, from the counters ``before`` it and now: a unit of
-        ``todo`` left unstored is failed when its task failed as a whole, else missing."""
-        plan, now = task_run.plan(), self.stats
-        left = sum(u.id not in plan.done for u in todo)
-        return RunSummary(
-            task=task_run.task.name, planned=len(plan.units), ran=now.units_done - before.units_done,
-            reused=len(plan.units) - len(todo), failed=now.units_failed - before.units_failed + failed * left,
-            missing=0 if failed else left, seconds=time.perf_counter() - t0, encoded=now.encoded - before.encoded,
-            cached=now.cached - before.cached, not_achievable=now.not_achievable - before.not_achievable,
-            recomputed=tuple((now.recomputed - before.recomputed).most_common()),
-            shared_computed=tuple((now.shared_computed - before.shared_computed).most_common()),
-            shared_reused=tuple((now.shared_reused - before.shared_reused).most_common()),
-            failures=tuple(now.failures[len(before.failures):]))
 
     def summary(self) -> RunSummary:
         """What this run did, every task's :attr:`summaries` merged; a task :meth:`run`
