@@ -18,7 +18,7 @@ from relbench.errors import ConfigError, UserError
 from relbench.identity import (PROTOCOL_VERSION, changed_fields, explain, fingerprint, key_json, relabelled,
                                same_plugins)
 from relbench.interfaces import USES, UnitKey
-from relbench.results import TaskLines
+from relbench.result_index import TaskLines
 from relbench.rows import display_key
 from relbench.task_model import EncoderSpec, PluginSpec
 
