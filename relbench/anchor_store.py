@@ -44,7 +44,6 @@ class TaskAnchors:
             self._shared = (seed, SharedWork())
         return self._shared[1]
 
-
     def drop_shared(self) -> None:
         """Free the shared work, adding what it counted to the run's statistics."""
         if self._shared is not None:
@@ -52,7 +51,6 @@ class TaskAnchors:
             self.runner.stats.shared_computed.update(work.computed)
             self.runner.stats.shared_reused.update(work.reused)
             self._shared = None
-
 
     def anchors(self, seed: int, selector: PluginSpec, excluded: frozenset[str] = frozenset(),
                 similarity: PluginSpec | None = None) -> Anchors:
@@ -88,7 +86,6 @@ class TaskAnchors:
         """The ``k × d`` anchors of encoder ``label``."""
         pool = self.run.banks("train") if anchors.pool == "train" else self.run.pool_banks(anchors.pool)
         return anchors.realise(pool[label])
-
 
     def release(self) -> None:
         """Free the anchors and the shared work (adding its counts to the run's statistics)."""

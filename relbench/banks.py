@@ -79,7 +79,6 @@ class TaskBanks:
             self.runner.say(f"[{self.task.name}] {split}: " + ", ".join(f"{k} {v}-d" for k, v in dims.items()))
         return self._banks[split]
 
-
     def _hold_seed(self, seed: int) -> None:
         """Keep the draws of one seed only. A seed's banks are copies of pool rows (at full
         scale about 170 MB a seed for five image encoders), a unit reads one seed, and the
@@ -98,7 +97,6 @@ class TaskBanks:
                 spec.label: self._embed(spec, *self.run.encodings.source(spec, dataset_name), "train")
                 for spec in self.task.encoders}
         return self._pools[dataset_name]
-
 
     def release(self) -> None:
         """Free the banks (the draws are kept: they are small and drawn identically)."""

@@ -173,7 +173,6 @@ class TaskEncodings:
             return None
         return hit[0], {k: v for k, v in hit[1].items() if k not in RESERVED_FIELDS}
 
-
     def entry(self, spec: EncoderSpec, data: DatasetData, view: str, split: str) -> tuple[torch.Tensor, dict]:
         """Encoder ``spec``'s embeddings of ``view`` of ``split`` of ``data`` and their metadata:
         encoded ahead, read from the embedding cache, or encoded (checked and cached) now."""
@@ -214,7 +213,6 @@ class TaskEncodings:
         self.runner.stats.encoded += 1
         return X, meta
 
-
     def encode_ahead(self) -> None:
         """Encode every bank of :meth:`bank_needs` that the cache lacks, encoder by
         encoder, and free each encoder (:meth:`~relbench.interfaces.Encoder.release`,
@@ -248,7 +246,6 @@ class TaskEncodings:
                         raise
             getattr(self._encoders.pop(label, None), "release", lambda: None)()  # no reference is left
 
-
     def _pool_data(self, dataset_name: str) -> DatasetData:
         """Another data set, by plugin name, with its default parameters (loaded once per run)."""
         if dataset_name not in self._pool_data_sets:
@@ -264,7 +261,6 @@ class TaskEncodings:
                 f"task {self.task.name!r}: out-of-domain anchor pool {dataset_name!r} has no view {view!r} "
                 f"(read by encoder {spec.label!r}); it has {data.views}. Use a pool with that view.")
         return view
-
 
     def release(self) -> None:
         """Free the encoders, the banks encoded ahead and the anchor pools' data sets."""
