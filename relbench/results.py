@@ -16,9 +16,10 @@ shows every line.
 Beside each file, ``.index/<task>.tsv`` (:mod:`relbench.result_index`) says where each
 line lies and what the hot path needs of it (unit id, displayed key, whether it
 succeeded, run, time), so that deciding what is done reads a few hundred bytes per unit
-and parses no JSON: superseded lines (history) cost nothing there. The index is derived data: it is checked against the file
-on every read (each entry must point at the start of a line of its unit), extended with
-lines another process appended, and rebuilt from the file when anything disagrees.
+and parses no JSON: superseded lines (history) cost nothing there. The index is derived
+data: it is checked against the file on every read (each entry must point at the start
+of a line of its unit), extended with lines another process appended, and rebuilt from
+the file when anything disagrees.
 
 A line is a unit only when every row's ``value`` is a finite number, or null on a row
 whose status is not ``ok``: any other line (a string, a list or ``Infinity`` where a
