@@ -74,7 +74,7 @@ def encoder_widths(task_run) -> dict[str, int]:
     widths = {}
     for spec in task_run.task.encoders:
         view = task_run.encoder_view(spec.label)
-        ctx = task_run._encoder_ctx(spec, data, view)
+        ctx = task_run.encodings.context(spec, data, view)
         encoder = spec.build()
         encoder.setup(ctx)
         widths[spec.label] = int(encoder.encode(list(split.views[view][:2]), ctx).shape[1])

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from relbench import interfaces, results, runner, training
+from relbench import interfaces, results, runner, task_run, training
 from relbench.config import load_suite
 from relbench.plugins import load_registry
 
@@ -78,8 +78,8 @@ def instrument(clock: StageClock, registry) -> list[tuple[object, str, object]]:
             replaced.append((owner, attr, fn))
             setattr(owner, attr, clock.wrap(stage, fn))
 
-    patch(runner.TaskRun, "banks", "banks")
-    patch(runner.TaskRun, "anchors", "anchors")
+    patch(task_run.TaskRun, "banks", "banks")
+    patch(task_run.TaskRun, "anchors", "anchors")
     patch(interfaces.StitchSide, "relative", "relative features")
     patch(results.ResultStore, "append", "store")
     loop = training.train_loop  # imported by name where heads train: patch every module that holds it

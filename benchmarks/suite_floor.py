@@ -290,7 +290,7 @@ def count_encoder(task_run, spec, text_samples: int = 128) -> EncoderCount:
     modality = data.view_modalities.get(view, "")
     k = 4 if modality == "image" else text_samples
     items = list(split.views[view][:k])
-    ctx = dataclasses.replace(task_run._encoder_ctx(spec, data, view), batch_size=4 if modality == "image" else 1)
+    ctx = dataclasses.replace(task_run.encodings.context(spec, data, view), batch_size=4 if modality == "image" else 1)
     encoder = spec.build()
     if hasattr(encoder, "backend"):
         encoder.backend = "torch"
@@ -327,7 +327,7 @@ def _first_input(path: Path) -> str:
 def synthetic_banks(widths: dict[str, int], seed: int = 0):
     """A context in which the runner reads random banks of the given encoder widths (the
     real rows and ids) instead of the embedding cache or the encoders."""
-    from relbench.runner import TaskRun
+    from relbench.encoding import TaskEncodings
 
     def entry(self, spec, data, view, split):
         n = len(data.splits[split])
@@ -339,12 +339,12 @@ def synthetic_banks(widths: dict[str, int], seed: int = 0):
 
     @contextlib.contextmanager
     def patched():
-        saved = TaskRun._entry, TaskRun._encode_ahead
-        TaskRun._entry, TaskRun._encode_ahead = entry, ahead
+        saved = TaskEncodings.entry, TaskEncodings.encode_ahead
+        TaskEncodings.entry, TaskEncodings.encode_ahead = entry, ahead
         try:
             yield
         finally:
-            TaskRun._entry, TaskRun._encode_ahead = saved
+            TaskEncodings.entry, TaskEncodings.encode_ahead = saved
     return patched()
 
 
@@ -497,7 +497,7 @@ def encoding_stage(runner, plans, counts: dict, quick: bool, text_samples: int) 
     for ident, (tr, need) in by_ident.items():
         if ident not in encoders and not quick:
             try:
-                encoders[ident] = dataclasses.asdict(count_encoder(tr, tr._spec(need.label), text_samples))
+                encoders[ident] = dataclasses.asdict(count_encoder(tr, tr.encodings.spec(need.label), text_samples))
             except Exception as exc:  # noqa: BLE001 - reported, never fatal
                 encoders[ident] = {"flops_per_sample": 0.0, "setup_flops": 0.0, "width": 0, "how": f"failed: {exc}"}
     widths: dict[str, dict[str, int]] = {}

@@ -472,12 +472,12 @@ def _cmd_publish(args, registry, revision: str | None = None) -> int:
 
 def _cmd_release(args, registry) -> int:
     """``relbench release``: check, run from scratch into the revision's own store, publish, tag."""
-    from relbench import publish, runner
+    from relbench import publish, unit_store
     from relbench.config import load_suite
 
-    def code_revision() -> str:  # the revision rows record (runner.git_revision), read afresh
-        getattr(runner.git_revision, "cache_clear", lambda: None)()
-        return runner.git_revision()
+    def code_revision() -> str:  # the revision rows record (unit_store.git_revision), read afresh
+        getattr(unit_store.git_revision, "cache_clear", lambda: None)()
+        return unit_store.git_revision()
 
     folder = (args.to or publish.default_folder(args.tasks)).resolve()
     checked = publish.checkout(args.tasks, folder)

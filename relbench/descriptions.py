@@ -11,18 +11,20 @@ stamp agrees builds the :class:`~relbench.interfaces.DatasetData` from the descr
 each view is an :class:`UnloadedView` of the right length that loads the data set the
 first time an item is read (an encoder computing embeddings, a kind drawing a figure).
 The loaded data must have the described fingerprint, else the run stops with an error
-rather than mix identities.
+rather than mix identities. :class:`DataSets` holds a run's data sets, each loaded (or
+described) once.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import inspect
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +32,9 @@ from relbench import __version__
 from relbench.cache import atomic_write_bytes
 from relbench.errors import ConfigError
 from relbench.interfaces import DatasetData, DataSources, Split
+
+if TYPE_CHECKING:
+    from relbench.task_model import PluginSpec
 
 #: bump when the description's layout changes
 DESCRIPTION_VERSION = 1
@@ -142,3 +147,26 @@ def check_same(described: DatasetData, data: DatasetData) -> DatasetData:
             f"the run planned with {described.fingerprint[:12]}): its files changed without their size or "
             f"modification time changing. Run again: the run plans anew from the data as it is now.")
     return data
+
+
+class DataSets:
+    """The data sets of one run, each loaded once whatever the number of tasks that read it."""
+
+    def __init__(self, descriptions: Descriptions):
+        self.descriptions = descriptions
+        self._loaded: dict[str, DatasetData] = {}
+
+    def get(self, spec: PluginSpec) -> DatasetData:
+        """Data set ``spec``, loaded once per run. A data set that declares its sources is
+        described instead while they are unchanged: planning reads no image or text, and
+        the data are loaded the first time a view is read."""
+        key = json.dumps(spec.identity(), sort_keys=True, default=str)
+        if key not in self._loaded:
+            described = self.descriptions.get(key, spec.cls, functools.cache(lambda: self._load(spec, key, described)))
+            self._loaded[key] = described or self._load(spec, key, None)
+        return self._loaded[key]
+
+    def _load(self, spec: PluginSpec, key: str, described: DatasetData | None) -> DatasetData:
+        data = spec.build().load()
+        self.descriptions.put(key, spec.cls, data)
+        return data if described is None else check_same(described, data)

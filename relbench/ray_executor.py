@@ -4,7 +4,7 @@ The driver (the ``relbench run`` process) plans every task as a local run does, 
 hands the work still to do to Ray in two kinds of Ray task:
 
 - **encodings**: one per bank the units read (an encoder's train or test pool, or an
-  anchor pool a selector declares, :meth:`~relbench.runner.TaskRun.bank_needs`) that the
+  anchor pool a selector declares, :meth:`~relbench.task_run.TaskRun.bank_needs`) that the
   driver's embedding cache lacks, with the resources its task asks for (a GPU for
   ``device: cuda``, or ``auto`` on a cluster with GPUs). A bank the cache holds is put in
   Ray's object store by the driver instead. Either way the banks travel through the
@@ -75,7 +75,10 @@ if TYPE_CHECKING:
     import numpy as np
 
     from relbench.plugins import Registry
-    from relbench.runner import BankNeed, Runner, RunStats, TaskRun
+    from relbench.encoding import BankNeed
+    from relbench.runner import Runner
+    from relbench.run_summary import RunStats
+    from relbench.task_run import TaskRun
 
 #: shards per worker CPU: enough that a dying worker loses little and the last shards
 #: finish together, few enough that the units of a seed mostly share one worker's work
@@ -222,7 +225,7 @@ def _task_run(job: Job, task: str):
     import torch
 
     from relbench.results import ResultStore
-    from relbench.runner import RunStats
+    from relbench.run_summary import RunStats
 
     for name, value in job.env:
         os.environ[name] = value
@@ -513,7 +516,7 @@ def _store(runner: Runner, shard: Shard, result: ShardResult, stale: dict[str, l
     task's units that replace older ones, and why); return 1 when its task failed as a
     whole there (a task-level error line), else 0."""
     from relbench.cache import atomic_write_bytes
-    from relbench.runner import _shorten
+    from relbench.task_plan import shorten
 
     for name, data in result.figures.items():
         atomic_write_bytes(runner.store.figure_path(shard.task, name), data)
@@ -527,7 +530,7 @@ def _store(runner: Runner, shard: Shard, result: ShardResult, stale: dict[str, l
             runner.stats.units_done += 1
             runner.stats.not_achievable += sum(r.get("status") == "not_achievable" for r in line["rows"])
             if line["unit"] in stale:
-                runner.stats.recomputed[", ".join(_shorten(stale[line["unit"]]))] += 1
+                runner.stats.recomputed[", ".join(shorten(stale[line["unit"]]))] += 1
     summary = result.summary
     runner.stats.encoded += summary.encoded
     runner.stats.cached += summary.cached

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 #: exit codes of ``relbench run`` (and of its ``-j`` workers): everything finished, some units
 #: or tasks failed, bad input, interrupted (finished work is stored; the same command resumes)
@@ -72,6 +72,40 @@ class RunSummary:
             shared_computed=_add(self.shared_computed, other.shared_computed),
             shared_reused=_add(self.shared_reused, other.shared_reused),
             failures=self.failures + other.failures)
+
+
+@dataclass
+class RunStats:
+    """Counters the runner reports at the end."""
+
+    encoded: int = 0
+    cached: int = 0
+    units_done: int = 0
+    #: units of ``units_done`` stored with an error row (the whole unit or one of its cells failed)
+    units_failed: int = 0
+    units_skipped: int = 0
+    recomputed: Counter = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)
+    not_achievable: int = 0
+    #: shared work (:mod:`relbench.sharing`) by what it is: computed once, reused after
+    shared_computed: Counter = field(default_factory=Counter)
+    shared_reused: Counter = field(default_factory=Counter)
+
+
+def task_summary(task: str, planned: int, todo: int, left: int, before: RunStats, now: RunStats, seconds: float,
+                 failed: bool) -> RunSummary:
+    """What computing ``todo`` of a task's ``planned`` units did, from the run's counters
+    ``before`` it and ``now``: the ``left`` units of ``todo`` left unstored are failed when
+    the task failed as a whole, else missing."""
+    return RunSummary(
+        task=task, planned=planned, ran=now.units_done - before.units_done, reused=planned - todo,
+        failed=now.units_failed - before.units_failed + failed * left, missing=0 if failed else left,
+        seconds=seconds, encoded=now.encoded - before.encoded, cached=now.cached - before.cached,
+        not_achievable=now.not_achievable - before.not_achievable,
+        recomputed=tuple((now.recomputed - before.recomputed).most_common()),
+        shared_computed=tuple((now.shared_computed - before.shared_computed).most_common()),
+        shared_reused=tuple((now.shared_reused - before.shared_reused).most_common()),
+        failures=tuple(now.failures[len(before.failures):]))
 
 
 def _add(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from relbench.cache import ArtefactCache
     from relbench.task_model import PluginSpec
     from relbench.interfaces import AnchorContext, AnchorSelector, Anchors
-    from relbench.runner import TaskRun
+    from relbench.task_run import TaskRun
 
 T = TypeVar("T")
 #: what :func:`learned_anchors` counts in the run's shared-work statistics

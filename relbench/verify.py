@@ -68,7 +68,7 @@ class Sampled:
 
     task: str
     kind: str
-    unit: Any  #: a :class:`relbench.runner.PlannedUnit`
+    unit: Any  #: a :class:`relbench.task_plan.PlannedUnit`
 
     def describe(self) -> str:
         """``task · kind · key (unit id)``, as the sample is listed."""

@@ -165,7 +165,7 @@ def _git(folder: Path, *args: str) -> None:
 
 def test_publish_draws_a_citable_release_only_from_a_complete_clean_store(cli_main, write_yaml, monkeypatch,
                                                                           tmp_path, capsys):
-    monkeypatch.setattr("relbench.runner.git_revision", lambda: "abc1234")
+    monkeypatch.setattr("relbench.unit_store.git_revision", lambda: "abc1234")
     path = write_yaml(TWO_TASKS.format(output="results", boards="results/boards"))
     (tmp_path / ".gitignore").write_text("results/\ncache/\n")
     _git(tmp_path, "init", "-q")
@@ -196,7 +196,7 @@ def test_publish_draws_a_citable_release_only_from_a_complete_clean_store(cli_ma
 
 
 def test_publish_refuses_rows_of_uncommitted_code(cli_main, write_yaml, monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr("relbench.runner.git_revision", lambda: "abc1234-dirty")
+    monkeypatch.setattr("relbench.unit_store.git_revision", lambda: "abc1234-dirty")
     path = write_yaml(TWO_TASKS.format(output="results", boards="results/boards"))
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", "tasks.yaml")
@@ -264,12 +264,12 @@ def _release_repo(tmp_path, write_yaml, version: str | None = None):
 
 def test_release_runs_the_suite_from_scratch_into_its_revisions_store_and_publishes_it(
         cli_main, write_yaml, monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr("relbench.runner.git_revision", lambda: "abc1234")
+    monkeypatch.setattr("relbench.unit_store.git_revision", lambda: "abc1234")
     path = _release_repo(tmp_path, write_yaml)
     # rows of an earlier revision in the suite's own store never reach the release
-    monkeypatch.setattr("relbench.runner.git_revision", lambda: "0ld0ld0")
+    monkeypatch.setattr("relbench.unit_store.git_revision", lambda: "0ld0ld0")
     assert cli_main(["run", str(path), "-q"]) == 0
-    monkeypatch.setattr("relbench.runner.git_revision", lambda: "abc1234")
+    monkeypatch.setattr("relbench.unit_store.git_revision", lambda: "abc1234")
     assert cli_main(["release", str(path), "-q", "-j", "1", "--tag"]) == 0
     store = tmp_path / "results-release" / "abc1234"
     assert {p.name for p in store.glob("*.jsonl")} == {"blobs.jsonl", "other-blobs.jsonl"}
@@ -282,11 +282,11 @@ def test_release_runs_the_suite_from_scratch_into_its_revisions_store_and_publis
 
 
 def test_release_refuses_before_any_work(cli_main, write_yaml, monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr("relbench.runner.git_revision", lambda: "abc1234-dirty")
+    monkeypatch.setattr("relbench.unit_store.git_revision", lambda: "abc1234-dirty")
     path = _release_repo(tmp_path, write_yaml)
     assert cli_main(["release", str(path), "-q"]) == 2
     assert "relbench's source tree is modified (abc1234-dirty)" in capsys.readouterr().err
-    monkeypatch.setattr("relbench.runner.git_revision", lambda: "abc1234")
+    monkeypatch.setattr("relbench.unit_store.git_revision", lambda: "abc1234")
     (tmp_path / "CITATION.cff").write_text('cff-version: 1.2.0\nversion: "9.9"\n')
     _git(tmp_path, "commit", "-qam", "a citation of another version")
     assert cli_main(["release", str(path), "-q"]) == 2
@@ -300,10 +300,10 @@ def test_release_refuses_before_any_work(cli_main, write_yaml, monkeypatch, tmp_
 
 def test_a_release_store_holding_rows_of_another_revision_is_refused(cli_main, write_yaml, monkeypatch, tmp_path,
                                                                     capsys):
-    monkeypatch.setattr("relbench.runner.git_revision", lambda: "0ld0ld0")
+    monkeypatch.setattr("relbench.unit_store.git_revision", lambda: "0ld0ld0")
     path = _release_repo(tmp_path, write_yaml)
     assert cli_main(["run", str(path), "-q", "--output", str(tmp_path / "results-release" / "abc1234")]) == 0
-    monkeypatch.setattr("relbench.runner.git_revision", lambda: "abc1234")
+    monkeypatch.setattr("relbench.unit_store.git_revision", lambda: "abc1234")
     assert cli_main(["release", str(path), "-q", "-j", "1"]) == 2
     assert "come from revisions 0ld0ld0 besides abc1234" in capsys.readouterr().err
     assert not (tmp_path / "leaderboards").exists()

@@ -366,7 +366,7 @@ def test_a_task_holds_the_draws_of_one_seed_at_a_time(registry, write_yaml, monk
 
     def spy(self, split, seed=None):
         out = banks(self, split, seed)
-        held.append({key.split("/")[1] for key in self._banks if "/" in key})
+        held.append({key.split("/")[1] for key in self.bank_store._banks if "/" in key})
         return out
 
     monkeypatch.setattr(TaskRun, "banks", spy)

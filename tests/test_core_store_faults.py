@@ -90,7 +90,7 @@ def test_a_value_edited_in_place_behind_the_index_never_reaches_a_frame(tmp_path
 
 
 def test_an_index_written_before_values_were_checked_is_rebuilt(tmp_path):
-    from relbench.results import INDEX_HEADER
+    from relbench.result_index import INDEX_HEADER
 
     _store_with_units(tmp_path)
     _edit_first_value_in_place(tmp_path)

@@ -51,7 +51,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 def release(cli_main, write_yaml, monkeypatch, tmp_path):
     """A tasks file committed in a checkout and its release, published from a complete
     store at a clean revision: ``(tasks file, release table)``."""
-    monkeypatch.setattr("relbench.runner.git_revision", lambda: "abc1234")
+    monkeypatch.setattr("relbench.unit_store.git_revision", lambda: "abc1234")
     path = write_yaml(TASKS)
     (tmp_path / ".gitignore").write_text("results/\ncache/\n")
     _git(tmp_path, "init", "-q")

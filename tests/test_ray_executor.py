@@ -340,7 +340,7 @@ def test_a_worker_with_other_plugin_code_fails_naming_the_plugin_and_both_versio
     """A worker whose copy of a method is another version would plan other unit ids; it
     fails before planning instead, whatever it is asked (a shard or an encoding)."""
     from relbench.plugins import load_registry
-    from relbench.runner import BankNeed
+    from relbench.encoding import BankNeed
 
     registry = load_registry([], [])
     job = _job(ray_executor.registry_digest(registry))
