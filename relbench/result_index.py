@@ -197,7 +197,7 @@ class LineIndex:
                 self._write_index(task, entries)
                 return entries
             entries += new
-            self._append_index(task, new)
+            self.append_index(task, new)
         return entries
 
     def index_file(self, task: str) -> Path:

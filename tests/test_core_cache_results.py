@@ -310,12 +310,14 @@ def _as_parsed(store, task="t"):
 
 
 def test_a_fresh_read_of_an_indexed_store_parses_no_line(tmp_path, monkeypatch):
+    import relbench.result_index as result_index
     import relbench.results as results
 
     expected = _as_parsed(_filled(tmp_path))
     assert (tmp_path / ".index" / "t.tsv").is_file()
     parsed = []
-    monkeypatch.setattr(results, "_unit", lambda raw: parsed.append(raw))
+    for module in (results, result_index):  # every place a stored line is parsed
+        monkeypatch.setattr(module, "unit_line", lambda raw: parsed.append(raw))
     assert _as_parsed(ResultStore(tmp_path)) == expected and not parsed
     assert expected[0] == {"u0", "u1", "u2", "u4"}
 

@@ -48,11 +48,12 @@ POSITIONS = {
 
 
 def _error(registry, path) -> str:
-    """The ConfigError message of loading ``path``, which must come within a second."""
-    t0 = time.perf_counter()
+    """The ConfigError message of loading ``path``, which must come within a second of
+    this process's CPU time (wall time stretches when other processes load the machine)."""
+    t0 = time.process_time()
     with pytest.raises(ConfigError) as err:
         load_suite(path, registry)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
     return str(err.value)
 
 
