@@ -19,7 +19,7 @@ from pathlib import Path
 
 from relbench import __version__
 from relbench.errors import ConfigError, UserError
-from relbench.precision import PRECISION_ENV, PRECISIONS
+from relbench.precision import PRECISION_ENV, PRECISIONS, slow_bf16_note
 
 from relbench.run_summary import EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, EXIT_USER  # noqa: F401 - re-exported
 
@@ -364,6 +364,9 @@ def _announce(runner, jobs: int, quiet: bool) -> None:
                 pass
     encodings = sum(not runner.cache.has(key) for key in keys)
     _say(quiet, estimate(runner.store, todo, encodings, jobs, _release_table(runner.suite)))
+    slow = slow_bf16_note([tr.task.name for tr in plans if todo[tr.task.name] and tr.task.precision == "bf16"])
+    if slow:
+        _say(quiet, slow)
 
 
 def _release_table(suite) -> Path:

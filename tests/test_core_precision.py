@@ -99,3 +99,38 @@ def test_run_precision_flag_sets_every_row(cli_main, write_yaml, monkeypatch, tm
     from relbench.results import ResultStore
 
     assert set(ResultStore(tmp_path / "results").load("blobs")["precision"]) == {"bf16"}
+
+
+def test_the_bf16_probe_measures_a_positive_speed_ratio_once():
+    precision.bf16_speed.cache_clear()
+    speed = precision.bf16_speed()
+    assert speed is None if torch.cuda.is_available() else speed > 0
+    assert precision.bf16_speed() == speed  # measured once per process
+    assert torch.get_num_threads() >= 1
+
+
+def test_a_run_says_when_its_bf16_tasks_are_slow_on_this_cpu(monkeypatch):
+    monkeypatch.setattr(precision, "bf16_speed", lambda: 0.5)
+    note = precision.slow_bf16_note(["a", "b", "c", "d", "e"])
+    assert note.startswith("relbench: note:") and "0.50× fp32" in note and "(a, b, c, d …)" in note
+    assert "--precision fp32" in note and "identity" in note
+    monkeypatch.setattr(precision, "bf16_speed", lambda: 2.0)
+    assert precision.slow_bf16_note(["a"]) is None
+    monkeypatch.setattr(precision, "bf16_speed", lambda: None)  # a GPU: not measured
+    assert precision.slow_bf16_note(["a"]) is None
+
+    def never():
+        raise AssertionError("nothing at bf16 to compute: the probe must not run")
+
+    monkeypatch.setattr(precision, "bf16_speed", never)
+    assert precision.slow_bf16_note([]) is None
+
+
+@pytest.mark.parametrize("task_precision, said", [("precision: bf16", True), ("precision: fp32", False)])
+def test_the_run_prints_the_note_for_bf16_tasks_only(cli_main, write_yaml, monkeypatch, capsys, task_precision,
+                                                     said):
+    monkeypatch.setenv(precision.PRECISION_ENV, "")
+    monkeypatch.setattr(precision, "bf16_speed", lambda: 0.5)
+    path = write_yaml(TASKS.format(suite_precision="", task_precision=task_precision))
+    assert cli_main(["run", str(path), "--no-leaderboard"]) == 0
+    assert ("bf16 matrix products run at 0.50× fp32" in capsys.readouterr().err) == said
