@@ -20,8 +20,9 @@ Cores no worker uses go to the running ones (:func:`thread_shares`): when fewer 
 run than there are workers (the tail of a suite, or while the others wait for banks),
 the ``jobs`` threads are shared out among the running workers, and taken back when a
 new task starts. A worker learns its share from a file (:data:`THREADS_ENV`) and a
-SIGUSR1 (:func:`_follow_thread_share`); the share changes how fast a unit runs, not
-what it computes.
+SIGUSR1 (:func:`_follow_thread_share`). The share changes how fast a unit runs and, through
+the summation order of matrix products, the last bits of what it computes
+(``benchmarks/irp_sensitivity.py`` measures how far that moves each stitcher's cells).
 
 Workers never outlive the run: each starts through this module's ``__main__``, which
 first arms a parent-death signal (:func:`_die_with_parent`), so killing the parent, even
