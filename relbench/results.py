@@ -77,13 +77,25 @@ def git_revision(where: Path | None = None) -> str:
         return ""
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else the platform's), or ``unknown CPU``."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name") and ":" in line:
+                return line.split(":", 1)[1].strip() or "unknown CPU"
+    return platform.processor() or "unknown CPU"
+
+
 @lru_cache(maxsize=1)
 def environment() -> str:
-    """Python, torch, operating system, CPU cores and GPU (when one is visible), on one line."""
+    """Python, torch, operating system, CPU model, the CPU kernels torch dispatches to
+    (``AVX2``, ``AVX512``, …: they decide how a matrix product sums, hence its last bits),
+    CPU cores and GPU (when one is visible), on one line."""
     import torch
 
     parts = [f"Python {platform.python_version()}", f"torch {torch.__version__}",
-             f"{platform.system()} {platform.machine()}", f"{os.cpu_count()} CPU cores"]
+             f"{platform.system()} {platform.machine()}", f"CPU {cpu_model().replace(',', ' ')}",
+             f"{torch.backends.cpu.get_cpu_capability()} kernels", f"{os.cpu_count()} CPU cores"]
     if torch.cuda.is_available():
         parts.append(f"GPU {torch.cuda.get_device_name(0)}")
     return ", ".join(parts)

@@ -15,7 +15,8 @@ Two parts, both reported plainly (a mismatch is a finding, never a crash):
    for every other unit of the sampled units' tasks, a line under the plan's identity
    (:func:`store_release`), so the run skips them (``TaskRun.is_done``) and encodes only
    the banks the sampled units need. Rows are compared by unit, cell and metric
-   (:func:`compare`): bitwise (``|Δ| = 0``) where both runs computed on a CPU, on which
+   (:func:`compare`): bitwise (``|Δ| = 0``) where both runs computed on the same CPU model
+   with the same kernels (:func:`machine`), on which
    relbench's computations are deterministic for fixed seeds; elsewhere within a stated
    tolerance (:func:`tolerance`), at most half the cell's 95 % interval where the
    release's per-sample predictions give one.
@@ -322,6 +323,15 @@ def half_interval(unit_rows: pd.DataFrame, index: Any, columns: list[str], metri
     return (high - low) / 2 if math.isfinite(high - low) else None
 
 
+def machine(environment: Any) -> str | None:
+    """The CPU model and kernels a row's ``environment`` names (None for rows that name
+    neither). Two CPU rows are compared bitwise only on the same machine: another CPU, or
+    other kernels, sum a matrix product in another order."""
+    parts = [p.strip() for p in str(environment or "").split(",")]
+    named = [p for p in parts if p.startswith("CPU ") or p.endswith(" kernels")]
+    return ", ".join(named) if len(named) == 2 else None
+
+
 def tolerance(published: float, half: float | None) -> tuple[float, str]:
     """The stated tolerance of a value not computed deterministically, and its rule:
     :data:`ABSOLUTE` + :data:`RELATIVE` · ``|published|``, at most ``half`` the cell's
@@ -337,11 +347,12 @@ def _judge(published: dict | None, recomputed: dict | None, interval) -> dict:
     pub, rec = (None if v is None or pd.isna(v) else float(v) for v in (pub, rec))
     statuses = [None if r is None else r.get("status") for r in (published, recomputed)]
     devices = {None if r is None else str(r.get("device")) for r in (published, recomputed)}
+    machines = {None if r is None else machine(r.get("environment")) for r in (published, recomputed)}
     out = {"published": pub, "recomputed": rec, "rule": BITWISE, "tolerance": 0.0}
     if statuses[0] != statuses[1] or (pub is None) != (rec is None):
         return {**out, "delta": math.inf, "within": False}
     delta = 0.0 if pub is None else abs(rec - pub)
-    if devices <= DETERMINISTIC_DEVICES:
+    if devices <= DETERMINISTIC_DEVICES and len(machines) == 1 and None not in machines:
         return {**out, "delta": delta, "within": delta == 0}
     limit, rule = tolerance(pub or 0.0, interval())
     return {**out, "delta": delta, "rule": rule, "tolerance": limit, "within": delta <= limit}
@@ -407,7 +418,8 @@ def outside_table(table: pd.DataFrame) -> str:
 
 
 RULES = (f"Rules: {BITWISE} (|Δ| = 0) where both the release and this run computed on "
-         f"{', '.join(sorted(DETERMINISTIC_DEVICES))} (deterministic for fixed seeds); elsewhere the {STATED} "
+         f"{', '.join(sorted(DETERMINISTIC_DEVICES))} (deterministic for fixed seeds) of the same CPU model with the "
+         f"same kernels (their rows' environment); elsewhere the {STATED} "
          f"|Δ| ≤ {ABSOLUTE:g} + {RELATIVE:g}·|published|, or {INTERVAL} of the published cell where the release's "
          f"per-sample data give one and it is narrower.")
 

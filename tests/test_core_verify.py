@@ -250,3 +250,20 @@ def test_a_release_of_other_identities_is_reported_and_nothing_is_recomputed(rel
     assert "FINDING: blobs: 8 of the 8 planned units without rows under the plan's identity" in out
     assert "FINDING: quality: rows of 4 units the current plan does not have (other identities)" in out
     assert "nothing to recompute" in out and "recomputed" not in out
+
+
+def test_cpu_rows_are_compared_bitwise_only_on_the_same_machine():
+    from relbench.results import environment
+    from relbench.verify import BITWISE, _judge, machine
+
+    here = environment()
+    assert machine(here) is not None and "kernels" in machine(here) and machine(here).startswith("CPU ")
+    other = here.replace(machine(here).split(", ")[0], "CPU Another Processor")
+    row = {"value": 0.5, "status": "ok", "device": "cpu"}
+    same = _judge({**row, "environment": here}, {**row, "value": 0.5004, "environment": here}, lambda: 0.01)
+    assert same["rule"] == BITWISE and not same["within"]
+    moved = _judge({**row, "environment": other}, {**row, "value": 0.5004, "environment": here}, lambda: 0.01)
+    assert moved["rule"] != BITWISE and moved["within"]  # |Δ| 4e-4 within 1e-6 + 1e-3·0.5
+    old = "Python 3.11.7, torch 2.13.0+cpu, Linux x86_64, 2 CPU cores"  # a row from before the CPU was recorded
+    unknown = _judge({**row, "environment": old}, {**row, "value": 0.5, "environment": here}, lambda: None)
+    assert unknown["rule"] != BITWISE and unknown["within"]
