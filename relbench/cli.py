@@ -11,10 +11,12 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from relbench import __version__
@@ -100,6 +102,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="run tasks in N worker processes (0: one per CPU core; auto: one per core, as many as "
                           "the available memory holds at 2.5 GB each); a task waits while a running one encodes "
                           "an embedding it reads, so each is computed once; idle cores go to the running workers (default 1; `make run` uses auto)")
+    run.add_argument("--threads", type=_positive, metavar="N",
+                     help="compute with exactly N torch threads (in each -j worker), never sharing idle cores, so "
+                          "that every row names the thread count its sums were split over and can be recomputed "
+                          "bit for bit (`relbench release` runs with 1; default: one per core, -j workers share)")
     run.add_argument("--precision", choices=PRECISIONS,
                      help="run every task at this precision, whatever the tasks file says (fp32: the fp32 "
                           "protocol; bf16: heavy loops that opt in run under bf16 autocast); part of every unit's "
@@ -307,9 +313,19 @@ def _run(args, registry) -> int:
         raise UserError("--address names a Ray cluster; it goes with `--executor ray` (or `executor: ray` in the "
                         "tasks file's suite:).")
     jobs = args.jobs if args.jobs > 0 else (os.cpu_count() or 1)
+    if args.threads:
+        if executor == "ray":
+            raise UserError("--threads fixes the thread count of this machine's processes; Ray's workers choose "
+                            "their own. Leave out --threads with `--executor ray`.")
     if executor == "ray" and args.jobs != 1:
         raise UserError("-j N starts local worker processes and --executor ray schedules on Ray's workers; choose "
                         "one (Ray uses every CPU of its cluster).")
+    with _fixed_threads(args.threads):
+        return _execute(args, suite, runner, executor, jobs, command)
+
+
+def _execute(args, suite, runner, executor: str, jobs: int, command: str) -> int:
+    """A planned run's work: serial, in ``jobs`` local workers or on Ray; its exit code."""
     parallel = executor == "local" and jobs > 1 and len(runner.tasks()) > 1
     _announce(runner, jobs if parallel else 1, args.quiet)
     if parallel:
@@ -392,6 +408,30 @@ def _render(runner, leaderboards: Path, quiet: bool, redraw: bool = False, relea
     _say(quiet, f"wrote {len(drawn)} changed pages to {leaderboards} ({len(plans) - len(drawn)} kept)")
 
 
+@contextlib.contextmanager
+def _fixed_threads(count: int | None) -> Iterator[None]:
+    """This process (and the -j workers it starts, which read the variables) at ``count``
+    torch, OpenMP and MKL threads for the block, restored afterwards; no change for None."""
+    if count is None:
+        yield
+        return
+    import torch
+
+    saved = {var: os.environ.get(var) for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    before = torch.get_num_threads()
+    os.environ.update(dict.fromkeys(saved, str(count)))
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+        for var, value in saved.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+
+
 def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
     from relbench.parallel import estimated_seconds, run_parallel
     from relbench.plugins import DISABLE_ENV, PLUGINS_ENV
@@ -419,7 +459,8 @@ def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
                    for name in ids for lines in [runner.store.read(name).units])
 
     units = (sum(map(len, ids.values())), stored)
-    code, ran = run_parallel(todo, jobs, job, args.quiet, weights, needs, runner.cache.has, units) if todo \
+    code, ran = run_parallel(todo, jobs, job, args.quiet, weights, needs, runner.cache.has, units, args.threads) \
+        if todo \
         else (EXIT_OK, RunSummary(""))
     reused = [RunSummary(name, planned=len(plan.units), reused=len(plan.units))
               for name, plan in plans.items() if not plan.todo]  # as a serial run counts them
@@ -493,7 +534,7 @@ def _cmd_release(args, registry) -> int:
     store = publish.release_store(root, code)
     _say(args.quiet, f"release of {checked['tasks']} at {code}: running the suite into {store}")
     jobs = "auto" if args.jobs == 0 else str(args.jobs)
-    status = main(["run", str(args.tasks), "--output", str(store), "-j", jobs, "--no-leaderboard",
+    status = main(["run", str(args.tasks), "--output", str(store), "-j", jobs, "--threads", "1", "--no-leaderboard",
                    *(["-q"] if args.quiet else [])])
     if status != EXIT_OK:
         _say(False, f"the run stopped (exit {status}); nothing was published. `relbench release` again resumes it "

@@ -109,7 +109,8 @@ def next_ready(pending: list[Task], needs: dict[str, frozenset[str]], running: l
 def run_parallel(tasks: list[Task], jobs: int, job: WorkerJob, quiet: bool = False,
                  weights: dict[str, float] | None = None, needs: dict[str, frozenset[str]] | None = None,
                  cached: Callable[[str], bool] | None = None,
-                 units: tuple[int, Callable[[], int]] | None = None) -> tuple[int, RunSummary]:
+                 units: tuple[int, Callable[[], int]] | None = None,
+                 threads: int | None = None) -> tuple[int, RunSummary]:
     """Run ``tasks`` (in file order) in up to ``jobs`` worker processes, one task per
     worker, heaviest first by ``weights`` (seconds, :func:`estimated_seconds`; default:
     the grid's weight), a task waiting while a running one encodes a bank it reads
@@ -122,7 +123,10 @@ def run_parallel(tasks: list[Task], jobs: int, job: WorkerJob, quiet: bool = Fal
     and its progress and errors shown when it ends (with ``quiet``, only failures are).
     ``units``: the units to compute and a function counting those stored so far, for
     the suite bar (:class:`relbench.progress.SuiteBar`), which also names the running
-    tasks; without it the bar counts tasks.
+    tasks; without it the bar counts tasks. ``threads``: every worker computes with
+    exactly this many torch threads and idle cores are never shared out, so that each
+    unit's thread count is known and its sums can be repeated bit for bit (None: one
+    thread each, idle cores shared out, :func:`thread_shares`).
     """
     from relbench.progress import SuiteBar
     from relbench.run_summary import merged
@@ -130,7 +134,7 @@ def run_parallel(tasks: list[Task], jobs: int, job: WorkerJob, quiet: bool = Fal
     weights = weights or {t.name: float(grid_weight(t)) for t in tasks}
     needs, cached = needs or {}, cached or (lambda key: True)
     pending = sorted(tasks, key=lambda t: -weights.get(t.name, 0.0))  # stable: file order among equals
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads or 1), "MKL_NUM_THREADS": str(threads or 1)}
     running: list[tuple[subprocess.Popen, Task, Path]] = []
     told: dict[str, int] = {}  # the thread share each running worker was last given
     worst, summaries = 0, []
@@ -153,13 +157,15 @@ def run_parallel(tasks: list[Task], jobs: int, job: WorkerJob, quiet: bool = Fal
                 pending.remove(task)
                 log = logdir / f"{task.name}.log"
                 cmd = [sys.executable, "-m", "relbench.parallel", str(os.getpid()), str(_job_file(logdir, task, job))]
+                share = {} if threads else {THREADS_ENV: str(_share_file(logdir, task))}
                 with open(log, "w") as fh:
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, preexec_fn=PREEXEC,
-                                            env={**env, THREADS_ENV: str(_share_file(logdir, task))})
+                                            env={**env, **share})
                 running.append((proc, task, log))
-                told[task.name] = 1
+                told[task.name] = threads or 1
                 say(f"worker {proc.pid}: {task.name}")
-            _share_threads(running, jobs, told, logdir)
+            if not threads:
+                _share_threads(running, jobs, told, logdir)
             time.sleep(0.5)
             suite_bar.reach(stored() if stored else ended)
             suite_bar.task(", ".join(t.name for _, t, _ in running))

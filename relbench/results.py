@@ -86,19 +86,46 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-@lru_cache(maxsize=1)
+#: how :func:`environment` names torch's thread count ("torch threads 1")
+THREADS_PREFIX = "torch threads "
+
+
+def threads_named(environment: object) -> int | None:
+    """The torch thread count an :func:`environment` line names (None for lines of
+    rows stored before it was recorded)."""
+    for part in str(environment or "").split(","):
+        part = part.strip()
+        if part.startswith(THREADS_PREFIX) and part[len(THREADS_PREFIX):].isdigit():
+            return int(part[len(THREADS_PREFIX):])
+    return None
+
+
 def environment() -> str:
     """Python, torch, operating system, CPU model, the CPU kernels torch dispatches to
     (``AVX2``, ``AVX512``, …: they decide how a matrix product sums, hence its last bits),
-    CPU cores and GPU (when one is visible), on one line."""
+    torch's thread count when the unit was stored (it splits a product's sums too: exact
+    where the run fixes it, ``relbench run --threads N`` and every release; a ``-j``
+    run's workers may share idle cores during a unit), CPU cores and GPU (when one is
+    visible), on one line."""
     import torch
 
-    parts = [f"Python {platform.python_version()}", f"torch {torch.__version__}",
-             f"{platform.system()} {platform.machine()}", f"CPU {cpu_model().replace(',', ' ')}",
-             f"{torch.backends.cpu.get_cpu_capability()} kernels", f"{os.cpu_count()} CPU cores"]
+    machine, cores = _fixed_environment()
+    return f"{machine}, {THREADS_PREFIX}{torch.get_num_threads()}, {cores}"
+
+
+@lru_cache(maxsize=1)
+def _fixed_environment() -> tuple[str, str]:
+    """What :func:`environment` names that cannot change while a process runs: the
+    software and CPU, then the cores and GPU."""
+    import torch
+
+    machine = [f"Python {platform.python_version()}", f"torch {torch.__version__}",
+               f"{platform.system()} {platform.machine()}", f"CPU {cpu_model().replace(',', ' ')}",
+               f"{torch.backends.cpu.get_cpu_capability()} kernels"]
+    cores = [f"{os.cpu_count()} CPU cores"]
     if torch.cuda.is_available():
-        parts.append(f"GPU {torch.cuda.get_device_name(0)}")
-    return ", ".join(parts)
+        cores.append(f"GPU {torch.cuda.get_device_name(0)}")
+    return ", ".join(machine), ", ".join(cores)
 
 
 def ensure_writable_dir(folder: Path, what: str, how: str) -> None:

@@ -45,7 +45,7 @@ from relbench import __version__
 from relbench.cache import CACHE_ENV, file_sha256
 from relbench.errors import UserError
 from relbench.publish import SHOWN, listed
-from relbench.results import ResultStore, environment
+from relbench.results import THREADS_PREFIX, ResultStore, environment, threads_named
 from relbench.rows import packages
 
 #: units recomputed when ``--sample`` is not given
@@ -60,7 +60,7 @@ STAND_IN_RUN = "release-lacks-this-unit"
 #: the rules a compared row is judged by
 BITWISE, STATED, INTERVAL = "bitwise", "stated tolerance", "half the 95 % interval"
 #: the interpreter and library whose versions a row's ``environment`` records
-ENVIRONMENT_VERSIONS = re.compile(r"\b(Python|torch) ([^,\s]+)")
+ENVIRONMENT_VERSIONS = re.compile(r"(?:^|, )(Python|torch) ([^,\s]+)(?=,|$)")  # a whole part: not "torch threads 1"
 
 
 @dataclass(frozen=True)
@@ -324,12 +324,39 @@ def half_interval(unit_rows: pd.DataFrame, index: Any, columns: list[str], metri
 
 
 def machine(environment: Any) -> str | None:
-    """The CPU model and kernels a row's ``environment`` names (None for rows that name
-    neither). Two CPU rows are compared bitwise only on the same machine: another CPU, or
-    other kernels, sum a matrix product in another order."""
+    """The CPU model, kernels and torch thread count a row's ``environment`` names (None
+    for rows that do not name all three). Two CPU rows are compared bitwise only on the
+    same machine at the same thread count: another CPU, other kernels or another number of
+    threads sum a matrix product in another order."""
     parts = [p.strip() for p in str(environment or "").split(",")]
-    named = [p for p in parts if p.startswith("CPU ") or p.endswith(" kernels")]
-    return ", ".join(named) if len(named) == 2 else None
+    named = [p for p in parts if p.startswith("CPU ") or p.endswith(" kernels") or p.startswith(THREADS_PREFIX)]
+    return ", ".join(named) if len(named) == 3 else None
+
+
+def published_threads(rows: pd.DataFrame, ids: frozenset[str]) -> int | None:
+    """The torch thread count most of the units ``ids`` were computed with, as their rows
+    name it (None where none names one): the count a recomputation runs at, so that it can
+    agree bit for bit."""
+    if "environment" not in rows:
+        return None
+    named = [threads_named(env) for env in rows.loc[rows["unit"].isin(ids), "environment"]]
+    counts = pd.Series([n for n in named if n is not None], dtype="int64").value_counts()
+    return int(counts.index[0]) if len(counts) else None
+
+
+@contextlib.contextmanager
+def torch_threads(count: int | None) -> Iterator[None]:
+    """torch (and onnxruntime sessions created meanwhile, which follow it) at ``count``
+    threads for the block, restored afterwards; no change for None."""
+    import torch
+
+    before = torch.get_num_threads()
+    if count is not None:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def tolerance(published: float, half: float | None) -> tuple[float, str]:
@@ -477,15 +504,16 @@ def verify(tasks_file: Path, release: Path | None, size: int, seed: int, registr
 
 
 def recompute(runner, task_runs: list, rows: pd.DataFrame, sample: list[Sampled]) -> dict[str, pd.DataFrame]:
-    """Run ``runner`` (planned, on an empty store) on the sampled units alone: its store
-    first gets every other unit of their tasks (:func:`store_release`); returns the
-    recomputed rows by task."""
+    """Run ``runner`` (planned, on an empty store) on the sampled units alone, at the torch
+    thread count their rows name (:func:`published_threads`): its store first gets every
+    other unit of their tasks (:func:`store_release`); returns the recomputed rows by task."""
     ids = frozenset(s.unit.id for s in sample)
     names = sorted({s.task for s in sample})
     store_release([tr for tr in task_runs if tr.task.name in names], rows, ResultStore(runner.store.root), ids)
     runner.stats.failures.clear()  # planning failures are findings already; what remains are the run's own
     runner.only = names
-    runner.run()
+    with torch_threads(published_threads(rows, ids)):
+        runner.run()
     return {name: runner.store.load(name, units=list(ids)) for name in names}
 
 

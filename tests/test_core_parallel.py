@@ -492,3 +492,47 @@ def test_a_worker_ignores_thread_shares_once_its_command_ended(monkeypatch):
         assert signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGUSR1, handler)
+
+
+def test_fixed_threads_are_never_shared_out(monkeypatch, tmp_path):
+    # as the release runs: every worker starts at the fixed count, and when one ends the
+    # other keeps its count (no share file, no signal), so every row's count is exact
+    started, signals, lives = [], [], {"short": 2, "long": 6}
+
+    class Worker:
+        returncode = 0
+
+        def __init__(self, cmd, env, preexec_fn, **kwargs):
+            self.name, self.pid = _job_task(cmd), 6000 + len(started)
+            started.append((self.name, env["OMP_NUM_THREADS"], parallel.THREADS_ENV in env))
+
+        def poll(self):
+            lives[self.name] -= 1
+            return 0 if lives[self.name] <= 0 else None
+
+        def send_signal(self, sig):
+            signals.append(self.name)
+
+    monkeypatch.delenv(parallel.THREADS_ENV, raising=False)
+    monkeypatch.setattr(parallel.subprocess, "Popen", Worker)
+    monkeypatch.setattr(parallel.time, "sleep", lambda s: None)
+    tasks = [_task("long", "a"), _task("short", "b")]
+    assert parallel.run_parallel(tasks, 2, _job(tmp_path), quiet=True, weights={"long": 10.0, "short": 1.0},
+                                 threads=1)[0] == 0
+    assert started == [("long", "1", False), ("short", "1", False)] and signals == []
+
+
+def test_threads_is_a_positive_count_for_local_runs_and_is_restored_after_a_run(cli_main, write_yaml, capsys):
+    import torch
+
+    from test_core_runner import TASKS
+
+    path = write_yaml(TASKS)
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["run", str(path), "--threads", "0"])
+    assert exit_.value.code == 2 and "positive whole number" in capsys.readouterr().err
+    assert cli_main(["run", str(path), "--threads", "1", "--executor", "ray"]) == 2
+    assert "Ray's workers choose their own" in capsys.readouterr().err
+    before, omp = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
+    assert cli_main(["run", str(path), "--threads", "1", "-q", "--no-leaderboard"]) == 0
+    assert torch.get_num_threads() == before and os.environ.get("OMP_NUM_THREADS") == omp

@@ -275,6 +275,7 @@ def test_release_runs_the_suite_from_scratch_into_its_revisions_store_and_publis
     assert {p.name for p in store.glob("*.jsonl")} == {"blobs.jsonl", "other-blobs.jsonl"}
     rows = pd.read_parquet(tmp_path / "leaderboards" / RELEASE)
     assert set(rows["git"]) == {"abc1234"}
+    assert rows["environment"].str.contains("torch threads 1").all()  # one fixed thread: recomputable bit for bit
     assert "rows come from revisions `abc1234`" in (tmp_path / "leaderboards" / "README.md").read_text()
     tags = subprocess.run(["git", "tag"], cwd=tmp_path, capture_output=True, text=True).stdout.split()
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tmp_path, capture_output=True, text=True)

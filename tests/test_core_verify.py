@@ -267,3 +267,60 @@ def test_cpu_rows_are_compared_bitwise_only_on_the_same_machine():
     old = "Python 3.11.7, torch 2.13.0+cpu, Linux x86_64, 2 CPU cores"  # a row from before the CPU was recorded
     unknown = _judge({**row, "environment": old}, {**row, "value": 0.5, "environment": here}, lambda: None)
     assert unknown["rule"] != BITWISE and unknown["within"]
+
+
+def test_rows_name_their_thread_count_and_other_counts_are_compared_by_tolerance():
+    import torch
+
+    from relbench.results import environment, threads_named
+    from relbench.verify import BITWISE, _judge, machine
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = environment()
+        torch.set_num_threads(2)
+        two = environment()
+    finally:
+        torch.set_num_threads(before)
+    assert (threads_named(one), threads_named(two)) == (1, 2)
+    assert threads_named("Python 3.11.7, torch 2.13.0+cpu, CPU X, AVX512 kernels, 2 CPU cores") is None
+    assert machine(one) != machine(two) and "torch threads 1" in machine(one)
+    # a row computed at one thread, recomputed at two, is judged by the stated tolerance
+    row = {"value": 0.5, "status": "ok", "device": "cpu"}
+    judged = _judge({**row, "environment": one}, {**row, "value": 0.5004, "environment": two}, lambda: None)
+    assert judged["rule"] != BITWISE and judged["within"]
+    # the CPU and kernels without a thread count (rows stored before it was recorded): no bitwise claim
+    old = one.replace(", torch threads 1", "")
+    assert machine(old) is None
+
+
+def test_a_recomputation_runs_at_the_thread_count_its_rows_name():
+    import torch
+
+    from relbench.verify import published_threads, torch_threads
+
+    rows = pd.DataFrame({"unit": ["a", "a", "b", "c"],
+                         "environment": ["CPU X, torch threads 1", "CPU X, torch threads 1", "CPU X, torch threads 2",
+                                         "CPU X"]})
+    assert published_threads(rows, frozenset({"a", "b"})) == 1  # the count most rows name
+    assert published_threads(rows, frozenset({"b", "c"})) == 2
+    assert published_threads(rows, frozenset({"c"})) is None
+    assert published_threads(rows.drop(columns="environment"), frozenset({"a"})) is None
+    before = torch.get_num_threads()
+    other = 1 if before != 1 else 2
+    with torch_threads(other):
+        assert torch.get_num_threads() == other
+    assert torch.get_num_threads() == before
+    with torch_threads(None):
+        assert torch.get_num_threads() == before
+
+
+def test_the_thread_count_is_not_read_as_a_torch_version():
+    from relbench.results import environment
+    from relbench.verify import ENVIRONMENT_VERSIONS
+
+    import torch
+
+    found = ENVIRONMENT_VERSIONS.findall(environment())
+    assert ("torch", torch.__version__) in found and all(version != "threads" for _, version in found)
