@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import lazy_loader
 import numpy as np
 
-from relbench.api import AnchorContext, Anchors, PluginSpec, arrow, bootstrap_columns, directions, table
+from relbench.api import AnchorContext, Anchors, ConfigError, PluginSpec, arrow, bootstrap_columns, directions, table
 
 pd = lazy_loader.load("pandas")
 torch = lazy_loader.load("torch")
@@ -18,6 +18,19 @@ torch = lazy_loader.load("torch")
 def specs_or_default(specs: Sequence[PluginSpec], interface: str, cls: type) -> list[PluginSpec]:
     """The grid's specs, or one spec of ``cls`` with default parameters when empty."""
     return list(specs) if specs else [PluginSpec(interface, cls.name, {}, cls.name, cls)]
+
+
+def image_view(kind: str, view: str | None, data) -> str:
+    """The image view a kind that trains on pixels reads: ``view`` (checked), or the data
+    set's first image view when None; a :class:`ConfigError` naming ``kind`` otherwise."""
+    if view is not None:
+        if view not in data.view_modalities:
+            raise ConfigError(f"{kind}: data set {data.name!r} has no view {view!r}; views: {', '.join(data.views)}.")
+        return view
+    for name, modality in data.view_modalities.items():
+        if modality == "image":
+            return name
+    raise ConfigError(f"{kind} needs an image data set; {data.name!r} has views {data.views}.")
 
 
 def select_without_banks(spec: PluginSpec, ids: list[str], labels: np.ndarray | None, seed: int,

@@ -10,12 +10,12 @@ from typing import ClassVar
 import lazy_loader
 import numpy as np
 
-from relbench.api import (Axis, ConfigError, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions,
+from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions,
                           seeded_generator)
 from relbench_metrics import MSE
 from relbench_relreps.selectors import RandomAnchors
-from relbench_relreps.tasks.common import (best_cell, cell_headline, select_without_banks, specs_or_default,
-                                           summary_table, without_failures)
+from relbench_relreps.tasks.common import (best_cell, cell_headline, image_view, select_without_banks,
+                                           specs_or_default, summary_table, without_failures)
 
 pd = lazy_loader.load("pandas")
 torch = lazy_loader.load("torch")
@@ -107,17 +107,6 @@ class Reconstruction(TaskKind):
             raise ValueError(f"model_seeds must hold at least two distinct seeds (stitched pairs need two models), "
                              f"got {self.model_seeds}")
 
-    def _view(self, data) -> str:
-        if self.view is not None:
-            if self.view not in data.view_modalities:
-                raise ConfigError(f"reconstruction: data set {data.name!r} has no view {self.view!r}; "
-                                  f"views: {', '.join(data.views)}.")
-            return self.view
-        for view, modality in data.view_modalities.items():
-            if modality == "image":
-                return view
-        raise ConfigError(f"reconstruction needs an image data set; {data.name!r} has views {data.views}.")
-
     def plan(self, task: Task) -> list[UnitKey]:
         """One unit per task seed × selector × bottleneck."""
         selectors = specs_or_default(task.grid["selectors"], "selector", RandomAnchors)
@@ -134,7 +123,7 @@ class Reconstruction(TaskKind):
         if not todo:
             return
         data = run.dataset()
-        view = self._view(data)
+        view = image_view(self.name, self.view, data)
         train, test = data.splits["train"], data.splits["test"]
         position = {sid: i for i, sid in enumerate(train.ids)}
         drawn: dict[int, tuple] = {}
