@@ -51,6 +51,8 @@ def cases(registry) -> dict[str, tuple]:
                                                     train_samples=100, test_samples=50)),
         "relative-training": ({}, digit_images(), dict(common, encoders=[], latent_dim=8, epochs=1,
                                                        train_samples=100, test_samples=50)),
+        "conv-reconstruction": ({}, digit_images(), dict(common, encoders=[], latent_dim=4, hidden=4, epochs=1,
+                                                         train_samples=60, test_samples=20, num_anchors=8)),
         "proxy": (blob_banks(), CLASSES, dict(common, encoders=["a"], grid=similarities, epochs=[1], widths=[8],
                                               activations=["relu"], model_seeds=[0, 1], reference_epochs=1)),
         "translation-quality": (blob_banks(), CLASSES, dict(common, omegas=[1], deltas=[0.3], max_samples=60)),
@@ -63,7 +65,8 @@ def test_every_registered_task_kind_has_a_case(registry):
     assert set(registry.names("task_kind")) == set(cases(registry))
 
 
-@pytest.mark.parametrize("name", ["stitching", "word-neighbourhoods", "reconstruction", "relative-training",
+@pytest.mark.parametrize("name", ["stitching", "word-neighbourhoods", "reconstruction", "conv-reconstruction",
+                                  "relative-training",
                                   "proxy", "translation-quality", "scale-invariance"])
 def test_the_registered_task_kind_passes(registry, name, tmp_path):
     banks, dataset, task = cases(registry)[name]

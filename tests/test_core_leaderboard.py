@@ -445,10 +445,12 @@ def test_every_builtin_kind_without_a_headline_says_what_its_page_means():
     from relbench_irp.scale import ScaleInvariance
     from relbench_relreps import WordNeighbourhoods
     from relbench_relreps.tasks.proxy import PerformanceProxy
+    from relbench_relreps.tasks.conv_reconstruction import ConvReconstruction
     from relbench_relreps.tasks.reconstruction import Reconstruction
 
     generic = TaskKind.meaning(WordNeighbourhoods(), None, "neutral")
-    for kind in (TranslationQuality, ScaleInvariance, WordNeighbourhoods, PerformanceProxy, Reconstruction):
+    for kind in (TranslationQuality, ScaleInvariance, WordNeighbourhoods, PerformanceProxy, Reconstruction,
+                 ConvReconstruction):
         sentence = kind().meaning(None, "neutral")
         assert sentence != generic and sentence.endswith(".") and "\n" not in sentence, kind.name
 

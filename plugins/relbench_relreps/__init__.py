@@ -6,7 +6,8 @@ from relbench.api import hookimpl
 from relbench_relreps.selectors import OODAnchors, ParallelAnchors, RandomAnchors, StratifiedAnchors
 from relbench_relreps.similarities import L1, Angular, Concat, Cosine, Euclidean
 from relbench_relreps.stitchers import AbsoluteDecoder, NonStitched, RelativeDecoder
-from relbench_relreps.tasks import PerformanceProxy, Reconstruction, RelativeTraining, WordNeighbourhoods
+from relbench_relreps.tasks import (ConvReconstruction, PerformanceProxy, Reconstruction, RelativeTraining,
+                                    WordNeighbourhoods)
 from relbench_relreps.vq import VQCosine
 
 
@@ -30,10 +31,11 @@ def relbench_stitchers():
 
 @hookimpl
 def relbench_task_kinds():
-    """Word neighbourhoods, reconstruction stitching, the performance proxy and relative training."""
-    return [WordNeighbourhoods, Reconstruction, PerformanceProxy, RelativeTraining]
+    """Word neighbourhoods, reconstruction stitching (fully connected and convolutional
+    autoencoders), the performance proxy and relative training."""
+    return [WordNeighbourhoods, Reconstruction, ConvReconstruction, PerformanceProxy, RelativeTraining]
 
 
-__all__ = ["L1", "AbsoluteDecoder", "Angular", "Concat", "Cosine", "Euclidean", "NonStitched", "OODAnchors",
-           "ParallelAnchors", "PerformanceProxy", "RandomAnchors", "Reconstruction", "RelativeDecoder",
+__all__ = ["L1", "AbsoluteDecoder", "Angular", "Concat", "ConvReconstruction", "Cosine", "Euclidean", "NonStitched",
+           "OODAnchors", "ParallelAnchors", "PerformanceProxy", "RandomAnchors", "Reconstruction", "RelativeDecoder",
            "RelativeTraining", "StratifiedAnchors", "VQCosine", "WordNeighbourhoods"]

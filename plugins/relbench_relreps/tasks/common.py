@@ -1,6 +1,6 @@
 """Helpers the task kinds share: default grid entries, anchor contexts without
-encoders, tables of means with intervals for their pages, and headlines naming the
-best cell of such a table."""
+encoders, tables of means with intervals for their pages, headlines naming the best
+cell of such a table, and figures of image rows."""
 
 from __future__ import annotations
 
@@ -122,3 +122,27 @@ def cell_headline(metric: str, best: str, estimate: tuple[float, float, float], 
     score, low, high = estimate
     return {"metric": metric, "best": best, "score": score, "std": np.nan, "interval": (low, high),
             "reference": reference}
+
+
+def image_rows(path, panels: list[tuple[str, torch.Tensor]], shape: tuple[int, ...]) -> None:
+    """Save a figure (PNG at ``path``, its SVG twin beside it) with one row of grey images
+    in [0, 1] per ``(title, images)`` panel, each image reshaped to ``shape``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(panels[0][1])
+    fig, axes = plt.subplots(len(panels), n, figsize=(1.2 * n, 1.3 * len(panels)), squeeze=False)
+    for r, (title, imgs) in enumerate(panels):
+        for c in range(n):
+            ax = axes[r][c]
+            ax.imshow(imgs[c].detach().cpu().numpy().reshape(shape), cmap="gray", vmin=0, vmax=1)
+            ax.set_xticks([])
+            ax.set_yticks([])
+        axes[r][0].set_title(title, fontsize=7, loc="left")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    fig.savefig(path.with_suffix(".svg"))  # beside the PNG, copied with it to the page
+    plt.close(fig)

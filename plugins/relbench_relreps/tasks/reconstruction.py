@@ -14,7 +14,7 @@ from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, Uni
                           seeded_generator)
 from relbench_metrics import MSE
 from relbench_relreps.selectors import RandomAnchors
-from relbench_relreps.tasks.common import (best_cell, cell_headline, image_view, select_without_banks,
+from relbench_relreps.tasks.common import (best_cell, cell_headline, image_rows, image_view, select_without_banks,
                                            specs_or_default, summary_table, without_failures)
 
 pd = lazy_loader.load("pandas")
@@ -84,6 +84,8 @@ class Reconstruction(TaskKind):
     columns: ClassVar[tuple[str, ...]] = ("bottleneck", "selector", "encoder_seed", "decoder_seed")
     paired_on: ClassVar[tuple[str, ...]] = ("encoder_seed", "decoder_seed")  # claims pair their sides on these
     axes: ClassVar[dict[str, Axis]] = {"selectors": Axis("selector")}
+    #: the unit-key columns (besides the seed) that a row of the page's table stands for
+    groups: ClassVar[tuple[str, ...]] = ("bottleneck", "selector")
     uses_encoders: ClassVar[bool] = False
     view: str | None = None
     model_seeds: list[int] = field(default_factory=lambda: [0, 1])
@@ -116,8 +118,6 @@ class Reconstruction(TaskKind):
     def run(self, run: TaskRunAPI) -> None:
         """Per unit: draw the anchors, train the autoencoders, score every encoder ×
         decoder pair; the plan's first seed and selector also draw the figures."""
-        from relbench_relreps.tasks.autoencoder import stitch, train_autoencoder
-
         plan = self.plan(run.task)
         todo = [key for key in plan if not run.is_done(key)]
         if not todo:
@@ -128,59 +128,64 @@ class Reconstruction(TaskKind):
         position = {sid: i for i, sid in enumerate(train.ids)}
         drawn: dict[int, tuple] = {}
         for key in run.progress(todo, desc="autoencoders", total=len(todo)):
-            seed, bottleneck = key["seed"], key["bottleneck"]
+            seed = key["seed"]
             if seed not in drawn:  # each seed draws its own samples
-                g = seeded_generator(seed)
-                tr_idx = torch.randperm(len(train), generator=g)[: self.train_samples].numpy()
-                te_idx = torch.randperm(len(test), generator=g)[: self.test_samples].numpy()
-                drawn = {seed: (tr_idx, _pixels(train.views[view], tr_idx).to(run.device),
-                                _pixels(test.views[view], te_idx).to(run.device))}
+                drawn = {seed: self._draw(seed, train.views[view], test.views[view], run.device)}
             tr_idx, Xtr, Xte = drawn[seed]
             with run.unit(key) as rows:
                 anchors = select_without_banks(key["selector"], train.ids, train.labels, seed, run.task.num_anchors,
                                                run.device)
-                A = _pixels(train.views[view], np.array([position[s] for s in anchors.ids])).to(run.device)
-                models = {1000 * seed + m: train_autoencoder(
-                              Xtr, A, relative=bottleneck == "relative", seed=1000 * seed + m, hidden=self.hidden,
-                              latent=self.latent_dim, epochs=self.epochs, lr=self.lr, batch_size=self.batch_size)
-                          for m in self.model_seeds}
+                A = self._images(train.views[view], np.array([position[s] for s in anchors.ids])).to(run.device)
+                models = {1000 * seed + m: self._train(key, Xtr, A, 1000 * seed + m) for m in self.model_seeds}
                 for i, j in itertools.product(models, repeat=2):
-                    mse = MSE().compute(Xte, stitch(models[i], models[j], Xte, A))
+                    mse = MSE().compute(Xte, self._stitch(models[i], models[j], Xte, A))
                     rows.append(ResultRow(metric=MSE.name, value=mse, direction=MSE.direction(),
                                           cell={"encoder_seed": i, "decoder_seed": j}))
                 if (seed, key["selector"]) == (plan[0]["seed"], plan[0]["selector"]):
-                    self._figure(run.figure_path(FIGURE.format(bottleneck=bottleneck)), bottleneck,
+                    self._figure(run.figure_path(self._figure_name(key)), self._figure_label(key),
                                  list(models.values()), Xte, A, train.views[view][int(tr_idx[0])])
 
-    def _figure(self, path, bottleneck: str, models: list, Xte, A, example) -> None:
+    def _draw(self, seed: int, train_items, test_items, device) -> tuple:
+        """The seed's training indices and its training and test images (on ``device``)."""
+        g = seeded_generator(seed)
+        tr_idx = torch.randperm(len(train_items), generator=g)[: self.train_samples].numpy()
+        te_idx = torch.randperm(len(test_items), generator=g)[: self.test_samples].numpy()
+        return tr_idx, self._images(train_items, tr_idx).to(device), self._images(test_items, te_idx).to(device)
+
+    def _images(self, items, idx: np.ndarray) -> torch.Tensor:
+        """The selected images as the autoencoders read them: flat pixel rows in [0, 1]."""
+        return _pixels(items, idx)
+
+    def _train(self, key: UnitKey, X: torch.Tensor, A: torch.Tensor, seed: int):
+        """One autoencoder of the unit ``key``, trained on ``X`` with anchors ``A``."""
+        from relbench_relreps.tasks.autoencoder import train_autoencoder
+
+        return train_autoencoder(X, A, relative=key["bottleneck"] == "relative", seed=seed, hidden=self.hidden,
+                                 latent=self.latent_dim, epochs=self.epochs, lr=self.lr, batch_size=self.batch_size)
+
+    def _stitch(self, encoder, decoder, X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+        """``X`` reconstructed by ``decoder`` from ``encoder``'s code."""
         from relbench_relreps.tasks.autoencoder import stitch
 
-        import matplotlib
+        return stitch(encoder, decoder, X, A)
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+    def _figure_name(self, key: UnitKey) -> str:
+        """The file of the reconstructions figure of the unit ``key``."""
+        return FIGURE.format(bottleneck=key["bottleneck"])
 
-        shape = np.asarray(example).shape
-        n = min(self.figure_samples, len(Xte))
-        x = Xte[:n]
+    def _figure_label(self, key: UnitKey) -> str:
+        """How the figure's panel titles name the unit ``key``."""
+        return key["bottleneck"]
+
+    def _figure(self, path, label: str, models: list, Xte, A, example) -> None:
+        """Original, non-stitched and stitched reconstructions of the first test images."""
+        x = Xte[: min(self.figure_samples, len(Xte))]
         first, second = self.model_seeds[:2]
         panels = [("original", x),
-                  (f"{bottleneck}, non-stitched (model {first})", stitch(models[0], models[0], x, A)),
-                  (f"{bottleneck}, stitched (encoder model {second} → decoder model {first})",
-                   stitch(models[1], models[0], x, A))]
-        fig, axes = plt.subplots(len(panels), n, figsize=(1.2 * n, 1.3 * len(panels)), squeeze=False)
-        for r, (title, imgs) in enumerate(panels):
-            for c in range(n):
-                ax = axes[r][c]
-                ax.imshow(imgs[c].detach().cpu().numpy().reshape(shape), cmap="gray", vmin=0, vmax=1)
-                ax.set_xticks([])
-                ax.set_yticks([])
-            axes[r][0].set_title(title, fontsize=7, loc="left")
-        fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=100)
-        fig.savefig(path.with_suffix(".svg"))  # beside the PNG, copied with it to the page
-        plt.close(fig)
+                  (f"{label}, non-stitched (model {first})", self._stitch(models[0], models[0], x, A)),
+                  (f"{label}, stitched (encoder model {second} → decoder model {first})",
+                   self._stitch(models[1], models[0], x, A))]
+        image_rows(path, panels, np.asarray(example).shape)
 
     def meaning(self, headline: dict | None, direction: str) -> str:
         """How to read the page: stitched against non-stitched reconstruction error (and,
@@ -197,13 +202,14 @@ class Reconstruction(TaskKind):
         stitched MSE (the page's cell: mean over seeds of each seed's mean over its
         stitched pairs, with its interval), beside the lowest stitched MSE of an absolute
         bottleneck as reference (NaN without one); None without stitched relative rows."""
-        per_seed = _per_seed(without_failures(results)[0])
+        per_seed = per_seed_pairs(without_failures(results)[0], self.groups)
         stitched = per_seed[per_seed["pairs"] == "stitched"]
         direction = directions(results).get(MSE.name, "neutral")
 
         def cells(bottleneck: str) -> dict[str, pd.DataFrame]:
             rows = stitched[stitched["bottleneck"] == bottleneck]
-            return {f"{bottleneck} · {selector} · stitched": group for selector, group in rows.groupby("selector")}
+            return {" · ".join(map(str, keys)) + " · stitched": group
+                    for keys, group in rows.groupby(list(self.groups))}
 
         best = best_cell(cells("relative"), direction)
         if best is None:
@@ -218,8 +224,8 @@ class Reconstruction(TaskKind):
         ok = df[(df["status"] == "ok") & (df["metric"] == MSE.name)]
         if ok.empty:
             return "_no results yet_" + note
-        per_seed = _per_seed(ok)
-        body = summary_table(per_seed, ["bottleneck", "selector"], "pairs", digits=4)
+        per_seed = per_seed_pairs(ok, self.groups)
+        body = summary_table(per_seed, list(self.groups), "pairs", digits=4)
         figures = ""
         for bottleneck in BOTTLENECKS:
             link = page.stored_figure(FIGURE.format(bottleneck=bottleneck))
@@ -233,11 +239,12 @@ class Reconstruction(TaskKind):
                 "(no per-sample data is stored for this score).\n\n" + body + note + figures + "\n")
 
 
-def _per_seed(rows: pd.DataFrame) -> pd.DataFrame:
-    """The ok MSE rows of ``rows`` as the page tabulates them: per bottleneck, selector,
-    ``pairs`` (``stitched`` when encoder and decoder come from different models,
-    ``non-stitched`` otherwise) and seed, the mean over its encoder × decoder pairs."""
+def per_seed_pairs(rows: pd.DataFrame, groups: tuple[str, ...]) -> pd.DataFrame:
+    """The ok MSE rows of ``rows`` as the page tabulates them: per ``groups`` (e.g.
+    bottleneck and selector), ``pairs`` (``stitched`` when encoder and decoder come from
+    different models, ``non-stitched`` otherwise) and seed, the mean over its encoder ×
+    decoder pairs."""
     ok = rows[(rows["status"] == "ok") & (rows["metric"] == MSE.name)]
     pairs = np.where(ok["encoder_seed"] != ok["decoder_seed"], "stitched", "non-stitched")
-    per_seed = ok.assign(pairs=pairs).groupby(["bottleneck", "selector", "pairs", "seed"])["value"].mean()
+    per_seed = ok.assign(pairs=pairs).groupby([*groups, "pairs", "seed"])["value"].mean()
     return per_seed.reset_index().assign(status="ok")
