@@ -58,6 +58,7 @@ def cases(registry) -> dict[str, tuple]:
         "translation-quality": (blob_banks(), CLASSES, dict(common, omegas=[1], deltas=[0.3], max_samples=60)),
         "scale-invariance": (blob_banks(), CLASSES, dict(common, alphas=[1.0, 10.0], activations=["relu"], epochs=1,
                                                          hidden=16, omega=1, delta=0.3, max_samples=60)),
+        "embedding-norms": (blob_banks(), CLASSES, dict(seeds=[0, 1], bins=5)),
     }
 
 
@@ -66,8 +67,8 @@ def test_every_registered_task_kind_has_a_case(registry):
 
 
 @pytest.mark.parametrize("name", ["stitching", "word-neighbourhoods", "reconstruction", "conv-reconstruction",
-                                  "relative-training",
-                                  "proxy", "translation-quality", "scale-invariance"])
+                                  "relative-training", "proxy", "translation-quality", "scale-invariance",
+                                  "embedding-norms"])
 def test_the_registered_task_kind_passes(registry, name, tmp_path):
     banks, dataset, task = cases(registry)[name]
     run = check_task_kind(registry.get("task_kind", name), banks, dataset=dataset, tmp=tmp_path, **task)

@@ -3,7 +3,8 @@ inverse relative projection" (IRP), and the direct translations it compares agai
 
 * anchor selector ``fps`` (farthest-point sampling, 1 − |cos|);
 * stitchers ``irp``, ``procrustes``, ``affine`` (heads on the target's absolute space);
-* task kinds ``translation-quality`` (§4.1) and ``scale-invariance`` (§4.2).
+* task kinds ``translation-quality`` (§4.1), ``scale-invariance`` (§4.2) and
+  ``embedding-norms`` (§4.2, Figure 5).
 
 The pure functions :func:`fps_indices` and :func:`irp_translate` are importable for use
 outside the runner.
@@ -11,6 +12,7 @@ outside the runner.
 
 from relbench.api import hookimpl
 from relbench_irp.fps import FPSSelector, fps_indices
+from relbench_irp.norms import EmbeddingNorms
 from relbench_irp.quality import TranslationQuality
 from relbench_irp.scale import ScaleInvariance
 from relbench_irp.stitchers import AffineStitcher, IRPStitcher, ProcrustesStitcher
@@ -33,5 +35,5 @@ def relbench_stitchers():
 
 @hookimpl
 def relbench_task_kinds():
-    """Translation quality and scale invariance."""
-    return [TranslationQuality, ScaleInvariance]
+    """Translation quality, scale invariance and embedding norms."""
+    return [TranslationQuality, ScaleInvariance, EmbeddingNorms]

@@ -197,6 +197,7 @@ class TranslationQuality(TaskKind):
             if not grid.empty:
                 parts.append(_heatmaps(grid, page, selector, marks))
                 parts.append(_singular_note(grid))
+                parts.append(_diagnostics_correlation(grid))
                 parts.append(_tables(grid, marks))
                 parts.append(_pairs(g, marks))
         return "\n".join(parts)
@@ -222,6 +223,41 @@ def _singular_note(g: pd.DataFrame) -> str:
               for (o, d), r in per.iterrows() if r["sum"] > 0]
     return listing("Singular pruned anchor matrices (numerically rank-deficient; left out of the condition-number "
                    "means, which average the others)", listed, lines=True) + "\n"
+
+
+def pearson_over_cells(g: pd.DataFrame, x: str, y: str) -> float:
+    """Pearson correlation of metrics ``x`` and ``y`` over the (ω, δ) cells of ``g``, each
+    cell the mean of its rows (targets, sources); cells where either is not finite are
+    left out. NaN with fewer than three cells or a constant metric."""
+    cells = g[g["metric"].isin([x, y])].pivot_table(index=["omega", "delta"], columns="metric", values="value",
+                                                    aggfunc="mean")
+    if x not in cells or y not in cells:
+        return float("nan")
+    cells = cells[np.isfinite(cells[x]) & np.isfinite(cells[y])]
+    if len(cells) < 3 or cells[x].std() == 0 or cells[y].std() == 0:
+        return float("nan")
+    return float(np.corrcoef(cells[x], cells[y])[0, 1])
+
+
+#: the Pearson correlation between condition number and anchors kept in Maiorca et al. 2024, §5 (Figure 6, TREC)
+PAPER_CONDITION_ANCHORS = 0.93
+
+
+def _diagnostics_correlation(g: pd.DataFrame) -> str:
+    """Each seed's Pearson correlation between the condition number and the anchors kept
+    over the (ω, δ) cells, their mean over seeds with its 95 % interval over seeds, beside
+    the paper's."""
+    per_seed = [pearson_over_cells(rows, "condition_number", "anchors_kept") for _, rows in g.groupby("seed")]
+    per_seed = [r for r in per_seed if np.isfinite(r)]
+    if not per_seed:
+        return ""
+    cells = len(g[g["metric"] == "condition_number"].drop_duplicates(["omega", "delta"]))
+    return (f"Pearson correlation between the condition number and the anchors kept over the {cells} (ω, δ) cells "
+            f"(each cell the mean over targets and sources within a seed; a cell without a finite condition number "
+            f"left out): {fmt(float(np.mean(per_seed)))} "
+            f"{fmt_interval(*seed_interval(per_seed))} (mean over {len(per_seed)} seed(s) of each seed's "
+            f"correlation [95 % interval over seeds]); Maiorca et al. 2024 (§5, Figure 6, TREC) report "
+            f"{PAPER_CONDITION_ANCHORS:g}.\n")
 
 
 def _seed_stats(g: pd.DataFrame, by: list[str]) -> pd.DataFrame:
