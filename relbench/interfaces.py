@@ -328,19 +328,35 @@ class Anchors:
     is ``"train"``, or another data set (out-of-domain anchors) named by ``pool`` and
     encoded by the runner with every encoder. ``weights`` (``m × len(ids)``), when set,
     mixes those rows (PARAM); otherwise the anchors are the rows themselves.
+
+    ``encoder_ids`` (by encoder label), when it names an encoder, replaces ``ids`` in that
+    encoder's bank: anchor ``i`` is then a *different* sample in each space (e.g. one of the
+    same class: class-level parallel anchors). Each list has ``len(ids)`` ids of the same
+    pool; an encoder it does not name uses ``ids``.
     """
 
     ids: list[str]
     pool: str = "train"
     weights: torch.Tensor | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    encoder_ids: dict[str, list[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        uneven = sorted(e for e, ids in self.encoder_ids.items() if len(ids) != len(self.ids))
+        if uneven:
+            raise ValueError(f"Anchors.encoder_ids of {uneven} do not hold one id per entry of ids "
+                             f"({len(self.ids)})")
 
     def __len__(self) -> int:
         return len(self.ids) if self.weights is None else int(self.weights.shape[0])
 
+    def ids_for(self, encoder: str) -> list[str]:
+        """The ids realised in encoder ``encoder``'s bank: its own in ``encoder_ids``, else ``ids``."""
+        return self.encoder_ids.get(encoder, self.ids)
+
     def realise(self, pool_bank: Bank) -> torch.Tensor:
-        """The ``k × d`` anchor matrix of one bank."""
-        rows = pool_bank.rows(self.ids)
+        """The ``k × d`` anchor matrix of one bank (its encoder's ids: :meth:`ids_for`)."""
+        rows = pool_bank.rows(self.ids_for(pool_bank.encoder))
         if self.weights is None:
             return rows
         return self.weights.to(rows.device, rows.dtype) @ rows

@@ -145,9 +145,10 @@ def _learn(cache: ArtefactCache, key: str, identity: dict, selector: AnchorSelec
         return ctx.pool_banks(name)
 
     anchors = selector.select(dataclasses.replace(ctx, pool_banks=pool_banks))
+    own_ids = {"encoder_ids": anchors.encoder_ids} if anchors.encoder_ids else {}  # one id list: as before
     try:
         recipe = json.dumps({"ids": list(anchors.ids), "pool": anchors.pool, "info": anchors.info,
-                             "weights": anchors.weights is not None})
+                             "weights": anchors.weights is not None, **own_ids})
     except (TypeError, ValueError):  # info that JSON would change: recomputed by every process instead
         return anchors
     if read <= set(selector.pools()):
@@ -170,8 +171,10 @@ def _read_anchors(cache: ArtefactCache, key: str, identity: dict, ctx: AnchorCon
     recipe = meta.get("recipe")
     try:
         ids, pool, info, weighted = recipe["ids"], recipe["pool"], recipe["info"], recipe["weights"]
+        own_ids = recipe.get("encoder_ids", {})
         if not (isinstance(ids, list) and isinstance(pool, str) and isinstance(info, dict)
-                and isinstance(weighted, bool)):
+                and isinstance(weighted, bool) and isinstance(own_ids, dict)
+                and all(isinstance(v, list) and len(v) == len(ids) for v in own_ids.values())):
             raise TypeError("a field has the wrong type")
         if weighted and (X.ndim != 2 or X.shape[1] != len(ids)):
             raise ValueError(f"weights of shape {tuple(X.shape)} for {len(ids)} ids")
@@ -180,4 +183,5 @@ def _read_anchors(cache: ArtefactCache, key: str, identity: dict, ctx: AnchorCon
     except (TypeError, KeyError, ValueError) as exc:
         cache.set_aside(key, f"holds a malformed anchor recipe ({exc})")
         return None
-    return Anchors(ids=ids, pool=pool, weights=X.to(ctx.device) if weighted else None, info=info)
+    return Anchors(ids=ids, pool=pool, weights=X.to(ctx.device) if weighted else None, info=info,
+                   encoder_ids=own_ids)

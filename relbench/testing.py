@@ -443,9 +443,9 @@ def check_anchor_selector(selector: AnchorSelector, num_anchors: int = 8, seeds:
 
     * returns :class:`Anchors`, exactly ``num_anchors`` of them (with ``fewer_allowed``,
       for a selector that stops early by design: from one to ``num_anchors``);
-    * draws their ids from the fit ids (or from its own out-of-domain pool, when ``pool``
-      names one), without repeating one unless it mixes them with ``weights`` (a finite
-      ``anchors × ids`` matrix);
+    * draws their ids, and every encoder's own (``encoder_ids``), from the fit ids (or from
+      its own out-of-domain pool, when ``pool`` names one), without repeating one unless it
+      mixes them with ``weights`` (a finite ``anchors × ids`` matrix);
     * can be realised in every bank, the held-out one included;
     * returns the same anchors again for the same seed, whatever the global random state.
 
@@ -463,6 +463,7 @@ def check_anchor_selector(selector: AnchorSelector, num_anchors: int = 8, seeds:
         with _global_random_state(seed + 99):
             again = _fresh(selector).select(_anchor_context(num_anchors, seed))
         _require(again.ids == anchors.ids and again.pool == anchors.pool
+                 and again.encoder_ids == anchors.encoder_ids
                  and _same_weights(again.weights, anchors.weights), selector,
                  "two selections with the same seed differ", on,
                  "draw every random number from a generator seeded with ctx.seed "
@@ -495,16 +496,19 @@ def _check_anchor_count(selector: AnchorSelector, anchors: Anchors, asked: int, 
 
 
 def _check_anchor_ids(selector: AnchorSelector, anchors: Anchors, ctx: AnchorContext, on: str) -> None:
-    """Ids from the fit ids (or the named pool's), distinct unless mixed by finite weights."""
+    """Ids (``ids`` and every encoder's own, ``encoder_ids``) from the fit ids (or the named
+    pool's), distinct unless mixed by finite weights."""
     allowed = set(ctx.ids if anchors.pool == "train" else next(iter(ctx.pool_banks(anchors.pool).values())).ids)
-    strays = [i for i in anchors.ids if i not in allowed]
     where = "the fit ids (ctx.ids)" if anchors.pool == "train" else f"pool {anchors.pool!r}'s ids"
-    _require(not strays, selector, f"anchor ids {strays[:5]} are not among {where}", on,
-             "draw anchors from ctx.ids only (never validation or test samples), or from the pool the "
-             "Anchors name")
+    for ids in (anchors.ids, *anchors.encoder_ids.values()):
+        strays = [i for i in ids if i not in allowed]
+        _require(not strays, selector, f"anchor ids {strays[:5]} are not among {where}", on,
+                 "draw anchors from ctx.ids only (never validation or test samples), or from the pool the "
+                 "Anchors name")
+        if anchors.weights is None:
+            _require(len(set(ids)) == len(ids), selector, "the same sample is an anchor twice", on,
+                     "draw without replacement")
     if anchors.weights is None:
-        _require(len(set(anchors.ids)) == len(anchors.ids), selector, "the same sample is an anchor twice", on,
-                 "draw without replacement")
         return
     W = anchors.weights
     _require(isinstance(W, torch.Tensor) and W.shape == (len(anchors), len(anchors.ids))

@@ -21,6 +21,7 @@ CASES = {
     "ood": {"dataset": "ui-strings"},
     "fps": {},
     "param": {"epochs": 10, "batch_size": 16, "eval_every": 2, "patience": 2},
+    "class-parallel": {},
     "toy-spy": {},
 }
 
@@ -81,7 +82,31 @@ class Repeating(AnchorSelector):
         return Anchors(ids=ctx.ids[:1] * ctx.num_anchors)
 
 
+@dataclass
+class PeekingInOneSpace(AnchorSelector):
+    """Its own ids for encoder ``b`` include a sample outside the fit ids."""
+
+    name: ClassVar[str] = "peeking-in-one-space"
+
+    def select(self, ctx: AnchorContext) -> Anchors:
+        ids = ctx.ids[: ctx.num_anchors]
+        return Anchors(ids=ids, encoder_ids={"b": ids[:-1] + ["test-0"]})
+
+
+@dataclass
+class UnseededInOneSpace(AnchorSelector):
+    """Seeded ids, but encoder ``b``'s own ids from the global random state."""
+
+    name: ClassVar[str] = "unseeded-in-one-space"
+
+    def select(self, ctx: AnchorContext) -> Anchors:
+        own = list(np.random.choice(ctx.ids, ctx.num_anchors, replace=False))
+        return Anchors(ids=ctx.ids[: ctx.num_anchors], encoder_ids={"b": own})
+
+
 @pytest.mark.parametrize("broken,message", [
+    (PeekingInOneSpace(), r"anchor ids \['test-0'\] are not among the fit ids"),
+    (UnseededInOneSpace(), "two selections with the same seed differ"),
     (GlobalRandom(), "GlobalRandom \\(selector 'global-random'\\): two selections with the same seed differ "
                      "\\(on seed 0, .*seeded_generator"),
     (Peeking(), r"anchor ids \['test-0'\] are not among the fit ids.*never validation or test samples"),

@@ -34,8 +34,8 @@ def test_a_suite_whose_assets_are_not_here_still_dry_runs_with_its_unit_counts(c
 
 
 def test_default_suite_has_three_seeds_and_every_task_kind():
-    """Every task kind runs in the default suite or, until the next release, in
-    tasks/experiments.yaml (whose tasks then join it)."""
+    """Every task kind, selector, similarity and stitcher runs in the default suite or,
+    until the next release, in tasks/experiments.yaml (whose tasks then join it)."""
     from relbench.config import load_suite
     from relbench.plugins import load_registry
 
@@ -44,7 +44,7 @@ def test_default_suite_has_three_seeds_and_every_task_kind():
     experiments = load_suite(ROOT / "tasks" / "experiments.yaml", registry)
     assert all(len(t.seeds) >= 3 for t in suite.tasks + experiments.tasks)
     assert {t.kind.name for t in suite.tasks + experiments.tasks} == set(registry.names("task_kind"))
-    used = {(s.interface, s.name) for t in suite.tasks
+    used = {(s.interface, s.name) for t in suite.tasks + experiments.tasks
             for axis in t.grid.values() for s in axis if s is not None}
     for interface in ("selector", "similarity", "stitcher"):
         assert {n for i, n in used if i == interface} == set(registry.names(interface)), interface

@@ -3,6 +3,8 @@ representations via adaptive matrices").
 
 * similarity ``wip`` (whitened inner product with a shrinkage covariance);
 * anchor selector ``param`` (learned convex-mixture anchors shared by every bank);
+* anchor selector ``class-parallel`` (anchors matched by class, not by sample, across
+  spaces: the Discussion's "class-level parallel sets");
 * regularizers ``soft-jaccard``, ``barlow-twins``, ``align-uniform`` (the pairwise
   PARAM losses, for heads trained on several banks).
 
@@ -10,6 +12,7 @@ The losses themselves are pure functions in :mod:`relbench_param.losses`.
 """
 
 from relbench.api import hookimpl
+from relbench_param.class_parallel import ClassParallelAnchors
 from relbench_param.regularizers import AlignUniformRegularizer, BarlowTwinsRegularizer, SoftJaccardRegularizer
 from relbench_param.selector import PARAMSelector
 from relbench_param.wip import WhitenedInnerProduct
@@ -23,8 +26,8 @@ def relbench_similarities():
 
 @hookimpl
 def relbench_anchor_selectors():
-    """Learned mixture anchors."""
-    return [PARAMSelector]
+    """Learned mixture anchors and class-level parallel anchors."""
+    return [PARAMSelector, ClassParallelAnchors]
 
 
 @hookimpl
