@@ -4,7 +4,10 @@ with a message naming what failed."""
 
 from __future__ import annotations
 
+import functools
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -36,6 +39,21 @@ def digit_images() -> DatasetData:
                        [str(i) for i in range(10)], {"image": "image"}, "digits")
 
 
+def layer_rescaling_text() -> DatasetData:
+    """The layer-rescaling tests' labelled sentences."""
+    from test_irp_layer_rescaling import text_data
+
+    return text_data()
+
+
+@functools.cache
+def tiny_bert_folder():
+    """The layer-rescaling tests' tiny BERT, saved once per session."""
+    from test_irp_layer_rescaling import save_tiny_bert
+
+    return save_tiny_bert(Path(tempfile.mkdtemp(prefix="tiny-bert-")))
+
+
 def cases(registry) -> dict[str, tuple]:
     """Every registered kind → (banks, dataset, task settings), small enough for seconds."""
     selectors = {"selectors": [spec(registry.get("selector", "random"))]}
@@ -59,6 +77,12 @@ def cases(registry) -> dict[str, tuple]:
         "scale-invariance": (blob_banks(), CLASSES, dict(common, alphas=[1.0, 10.0], activations=["relu"], epochs=1,
                                                          hidden=16, omega=1, delta=0.3, max_samples=60)),
         "embedding-norms": (blob_banks(), CLASSES, dict(seeds=[0, 1], bins=5)),
+        "death-times": (blob_banks(), CLASSES, dict(
+            common, grid={**similarities, "regularizers": [None, spec(registry.get("regularizer", "topological"))]},
+            epochs=1, group_size=4, bins=5)),
+        "layer-rescaling": ({}, layer_rescaling_text(), dict(common, encoders=[], model=str(tiny_bert_folder()),
+                                                              max_length=16, layers=[0, 2], scales=[2.0],
+                                                              max_samples=30, epochs=1)),
     }
 
 
@@ -68,7 +92,7 @@ def test_every_registered_task_kind_has_a_case(registry):
 
 @pytest.mark.parametrize("name", ["stitching", "word-neighbourhoods", "reconstruction", "conv-reconstruction",
                                   "relative-training", "proxy", "translation-quality", "scale-invariance",
-                                  "embedding-norms"])
+                                  "embedding-norms", "death-times", "layer-rescaling"])
 def test_the_registered_task_kind_passes(registry, name, tmp_path):
     banks, dataset, task = cases(registry)[name]
     run = check_task_kind(registry.get("task_kind", name), banks, dataset=dataset, tmp=tmp_path, **task)

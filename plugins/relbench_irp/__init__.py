@@ -3,8 +3,8 @@ inverse relative projection" (IRP), and the direct translations it compares agai
 
 * anchor selector ``fps`` (farthest-point sampling, 1 − |cos|);
 * stitchers ``irp``, ``procrustes``, ``affine`` (heads on the target's absolute space);
-* task kinds ``translation-quality`` (§4.1), ``scale-invariance`` (§4.2) and
-  ``embedding-norms`` (§4.2, Figure 5).
+* task kinds ``translation-quality`` (§4.1), ``scale-invariance`` (§4.2),
+  ``embedding-norms`` (§4.2, Figure 5) and ``layer-rescaling`` (§3.4, Figure 2).
 
 The pure functions :func:`fps_indices` and :func:`irp_translate` are importable for use
 outside the runner.
@@ -12,6 +12,7 @@ outside the runner.
 
 from relbench.api import hookimpl
 from relbench_irp.fps import FPSSelector, fps_indices
+from relbench_irp.layers import LayerRescaling
 from relbench_irp.norms import EmbeddingNorms
 from relbench_irp.quality import TranslationQuality
 from relbench_irp.scale import ScaleInvariance
@@ -35,5 +36,5 @@ def relbench_stitchers():
 
 @hookimpl
 def relbench_task_kinds():
-    """Translation quality, scale invariance and embedding norms."""
-    return [TranslationQuality, ScaleInvariance, EmbeddingNorms]
+    """Translation quality, scale invariance, embedding norms and layer rescaling."""
+    return [TranslationQuality, ScaleInvariance, EmbeddingNorms, LayerRescaling]
