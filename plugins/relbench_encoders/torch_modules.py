@@ -71,3 +71,27 @@ class TrainedBody(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
+
+
+class GCN(torch.nn.Module):
+    """``layers`` graph convolutions (``Â H W + b``, ReLU, dropout before each) to ``width``,
+    then a linear classifier; :meth:`embed` returns the last convolution's output."""
+
+    def __init__(self, in_dim: int, hidden: int, width: int, layers: int, classes: int, dropout: float):
+        super().__init__()
+        dims = [in_dim] + [hidden] * (layers - 1) + [width]
+        self.convs = torch.nn.ModuleList(torch.nn.Linear(a, b, bias=False) for a, b in zip(dims, dims[1:]))
+        self.biases = torch.nn.ParameterList(torch.nn.Parameter(torch.zeros(b)) for b in dims[1:])
+        self.classifier = torch.nn.Linear(width, classes)
+        self.dropout = dropout
+
+    def embed(self, x: torch.Tensor, adjacency: torch.Tensor) -> torch.Tensor:
+        """Node embeddings ``n × width``."""
+        for conv, bias in zip(self.convs, self.biases):
+            x = torch.nn.functional.dropout(x, self.dropout, self.training)
+            x = torch.relu(torch.sparse.mm(adjacency, conv(x)) + bias)
+        return x
+
+    def forward(self, x: torch.Tensor, adjacency: torch.Tensor) -> torch.Tensor:
+        """Class logits of every node."""
+        return self.classifier(self.embed(x, adjacency))
