@@ -45,6 +45,7 @@ from relbench.interfaces import (
     RegularizerBatch,
     ResultRow,
     Similarity,
+    SpaceMeasure,
     Split,
     StitchSide,
     Stitcher,
@@ -62,7 +63,8 @@ from relbench.samples import values as per_sample_values
 from relbench.sampling import stratified_split, stratified_subsample
 from relbench.task_model import EncoderSpec, PluginSpec, Suite, Task
 from relbench.testing import (TaskRunDouble, check_anchor_selector, check_dataset, check_encoder, check_metric,
-                              check_regularizer, check_similarity, check_stitcher, check_task_kind, make_task, spec)
+                              check_regularizer, check_similarity, check_space_measure, check_stitcher, check_task_kind,
+                              make_task, spec)
 from relbench.training import (
     HeadSettings,
     NonFinite,
@@ -100,6 +102,7 @@ __all__ = [
     "Regularizer",
     "Stitcher",
     "Metric",
+    "SpaceMeasure",
     "TaskKind",
     "TaskRunAPI",
     # the data the interfaces exchange
@@ -187,6 +190,7 @@ __all__ = [
     "check_metric",
     "check_regularizer",
     "check_similarity",
+    "check_space_measure",
     "check_stitcher",
     "check_task_kind",
     "make_task",

@@ -89,6 +89,17 @@ def relbench_metrics():
 
 
 @hookspec
+def relbench_space_measures():
+    """SpaceMeasure classes: two spaces of the same samples ``(X, Y)`` → a float, with a
+    declared direction (higher or lower is more similar).
+
+    Returns: ``list[type[relbench.interfaces.SpaceMeasure]]``.
+    Called: once, when the registry is built; ``measure`` once per pair of encoders a
+    task kind compares (once per unordered pair for a symmetric measure).
+    """
+
+
+@hookspec
 def relbench_task_kinds():
     """TaskKind classes: evaluation protocols (stitching, word neighbourhoods,
     reconstruction, translation quality …) selected by a task's ``kind:``.
@@ -112,5 +123,6 @@ HOOK_INTERFACES = {
     "relbench_regularizers": "regularizer",
     "relbench_datasets": "dataset",
     "relbench_metrics": "metric",
+    "relbench_space_measures": "space_measure",
     "relbench_task_kinds": "task_kind",
 }

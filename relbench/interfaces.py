@@ -767,6 +767,46 @@ class Metric(Plugin, ABC):
 
 
 # --------------------------------------------------------------------------------------
+# Space measure
+# --------------------------------------------------------------------------------------
+
+
+class SpaceMeasure(Plugin, ABC):
+    """A representational-similarity measure between two spaces of the same samples:
+    ``(X, Y) → float``, with ``X`` ``n × d_x`` and ``Y`` ``n × d_y`` (row ``i`` of both the
+    same sample; the widths may differ), declaring which way is more similar.
+
+    A measure reads the whole spaces at once (kernels, neighbourhoods, subspaces): it is a
+    statistic of the set of samples, not a mean over them. :func:`relbench.testing.
+    check_space_measure` checks that it is finite, deterministic, symmetric where it says
+    so, scores a space against itself at least as similar as against an unrelated one,
+    and keeps the :attr:`invariances` it declares."""
+
+    interface: ClassVar[str] = "space_measure"
+    #: True when a higher value means more similar spaces (CKA, mutual k-NN), False when
+    #: a lower one does (a distance such as Procrustes'): result rows carry it as their
+    #: direction
+    higher_is_similar: ClassVar[bool] = True
+    #: True when ``measure(X, Y) == measure(Y, X)``; a task kind may then compute each
+    #: unordered pair once
+    symmetric: ClassVar[bool] = True
+    #: the transforms of *one* of the two spaces that leave the value unchanged for every
+    #: value of its parameters: any of :data:`INVARIANCES`. Documentation that
+    #: :func:`relbench.testing.check_space_measure` verifies; not part of the identity
+    invariances: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def direction(cls) -> Direction:
+        """``"higher"`` or ``"lower"`` (which way is more similar), from :attr:`higher_is_similar`."""
+        return "higher" if cls.higher_is_similar else "lower"
+
+    @abstractmethod
+    def measure(self, X: np.ndarray, Y: np.ndarray) -> float:
+        """The measure of the two spaces: ``X`` ``n × d_x`` and ``Y`` ``n × d_y`` float64
+        arrays whose rows are the same samples, in the same order."""
+
+
+# --------------------------------------------------------------------------------------
 # Task kind
 # --------------------------------------------------------------------------------------
 
@@ -1021,7 +1061,8 @@ class TaskKind(Plugin, ABC):
 #: every interface class, by the key hookspecs and tasks.yaml use
 INTERFACES: Mapping[str, type[Plugin]] = {
     cls.interface: cls
-    for cls in (Dataset, Encoder, AnchorSelector, Similarity, Stitcher, Regularizer, Metric, TaskKind)
+    for cls in (Dataset, Encoder, AnchorSelector, Similarity, Stitcher, Regularizer, Metric, SpaceMeasure,
+                TaskKind)
 }
 
 __all__ = [
@@ -1048,6 +1089,7 @@ __all__ = [
     "RegularizerBatch",
     "ResultRow",
     "Similarity",
+    "SpaceMeasure",
     "Split",
     "StitchSide",
     "Stitcher",

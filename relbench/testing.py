@@ -33,6 +33,8 @@ so state left by one call never hides a fault of the next:
 * :func:`check_regularizer`: a finite scalar loss, with a gradient where it trains (exactly
   zero for a control that declares it adds none);
 * :func:`check_task_kind`: unique planned units, each computed once (:class:`TaskRunDouble`);
+* :func:`check_space_measure`: a finite float, deterministic, symmetric where declared, a
+  space as similar to itself as to nothing else, and the declared invariances kept;
 * :func:`check_metric`: a known output, aggregation and direction; a ``mean`` metric's score
   the mean of its per-sample values; vectorised bootstrap scores equal to ``compute``.
 """
@@ -56,7 +58,7 @@ from relbench.protocol import EvaluationProtocol
 from relbench.interfaces import (AGGREGATIONS, INVARIANCES, METRIC_OUTPUTS, AnchorContext, AnchorSelector, Anchors,
                                  Bank, Dataset, DatasetData, Diagnostic, Encoder, EncoderContext, FitContext, Metric,
                                  NotAchievable, Plugin, Prediction, Regularizer, RegularizerBatch, ResultRow,
-                                 Similarity, Split, StitchSide, Stitcher, StitcherRole, UnitKey)
+                                 Similarity, SpaceMeasure, Split, StitchSide, Stitcher, StitcherRole, UnitKey)
 from relbench.rows import display_key, flat_row
 from relbench.sharing import SharedWork
 from relbench.task_model import EncoderSpec, PluginSpec, Task
@@ -405,6 +407,90 @@ def _check_invariances(sim: Similarity, fit_rows: torch.Tensor, X: torch.Tensor,
              f"than {tolerance:.3g} ({rtol:g} of their largest magnitude)", on,
              f"remove {', '.join(broken)} from {type(sim).__name__}.invariances, or make project() invariant to "
              f"{'it' if len(broken) == 1 else 'them'}", "\n".join(rows))
+
+
+# --------------------------------------------------------------------------------------
+# Space measure
+# --------------------------------------------------------------------------------------
+
+
+def _space_pair(n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Float64 spaces of ``n`` samples: ``X`` (``d`` dims, clustered), a related ``Y``
+    (a random linear map of ``X`` into ``d + 3`` dims plus noise) and an unrelated ``Z``."""
+    rng = np.random.default_rng(seed)
+    X = _blobs(n, d, 4, seed)[0].double().numpy()
+    Y = X @ rng.normal(size=(d, d + 3)) + 0.3 * rng.normal(size=(n, d + 3))
+    return X, Y, rng.normal(size=(n, d))
+
+
+def _space_transforms(d: int, seed: int) -> dict[str, Any]:
+    """Each invariance a space measure may declare → a seeded float64 transform of a
+    space (rows → rows), as :func:`_transforms` makes them for a bank."""
+    rng = np.random.default_rng(seed)
+    Q, perm, shift = np.linalg.qr(rng.normal(size=(d, d)))[0], rng.permutation(d), 3 * rng.normal(size=d)
+    return {"orthogonal": lambda X: X @ Q, "scale": lambda X: 2.5 * X, "translation": lambda X: X + shift,
+            "permutation": lambda X: X[:, perm]}
+
+
+def _measured(measure: SpaceMeasure, X: np.ndarray, Y: np.ndarray) -> float:
+    """A fresh copy's measure of copies of ``X`` and ``Y``."""
+    return _fresh(measure).measure(X.copy(), Y.copy())
+
+
+def check_space_measure(measure: SpaceMeasure, n: int = 60, d: int = 6, seed: int = 0, tol: float = 1e-6) -> None:
+    """Raise ``AssertionError`` unless the space measure ``measure``, on spaces of ``n``
+    samples (``X`` of ``d`` dims, a related ``Y`` of ``d + 3``, an unrelated ``Z``):
+
+    * declares its direction (``higher_is_similar``) and symmetry as booleans;
+    * returns a finite float, the same twice;
+    * returns the same (within ``tol``, relative to its magnitude) with ``X`` and ``Y``
+      swapped, where it declares :attr:`~relbench.interfaces.SpaceMeasure.symmetric`;
+    * scores ``X`` against itself at least as similar as against ``Y`` and ``Z``;
+    * keeps its value within ``tol`` under each transform of ``X`` alone that its
+      :attr:`~relbench.interfaces.SpaceMeasure.invariances` name; a failure prints a
+      table of all four :data:`~relbench.interfaces.INVARIANCES`."""
+    cls = type(measure)
+    on = f"{n} samples, {d} and {d + 3} dimensions"
+    _require(isinstance(cls.higher_is_similar, bool) and isinstance(cls.symmetric, bool), measure,
+             "higher_is_similar and symmetric must be True or False", on, "declare both as booleans")
+    X, Y, Z = _space_pair(n, d, seed)
+    value = _measured(measure, X, Y)
+    _require(isinstance(value, float) and np.isfinite(value), measure, f"measure(X, Y) returned {value!r}", on,
+             "return a finite Python float (guard divisions by zero norms)")
+    _require(value == _measured(measure, X, Y), measure, "two measures of the same spaces differ", on,
+             "make measure() deterministic (no unseeded random draws)")
+    scale = tol * max(abs(value), 1.0)
+    if cls.symmetric:
+        swapped = _measured(measure, Y, X)
+        _require(abs(swapped - value) <= scale, measure, f"declares symmetric but measure(Y, X) = {swapped:.6g} "
+                 f"differs from measure(X, Y) = {value:.6g}", on, "make it symmetric, or declare symmetric False")
+    itself = _measured(measure, X, X)
+    sign = 1.0 if cls.higher_is_similar else -1.0
+    others = {"a related space": value, "an unrelated space": _measured(measure, X, Z)}
+    worse = [f"{what} ({v:.6g})" for what, v in others.items() if sign * (itself - v) < -scale]
+    _require(not worse, measure, f"scores X against itself ({itself:.6g}) less similar than against "
+             f"{', '.join(worse)}", on, "check higher_is_similar: it says which way is more similar")
+    _check_measure_invariances(measure, X, Y, value, scale, on)
+
+
+def _check_measure_invariances(measure: SpaceMeasure, X: np.ndarray, Y: np.ndarray, value: float, tolerance: float,
+                               on: str) -> None:
+    """Each declared invariance (a transform of ``X`` alone) holds within ``tolerance``."""
+    declared = set(type(measure).invariances)
+    unknown = declared - set(INVARIANCES)
+    _require(not unknown, measure, f"declares unknown invariances {sorted(unknown)}", on,
+             f"name only {', '.join(INVARIANCES)} in `invariances`")
+    if not declared:
+        return
+    gaps = {name: abs(_measured(measure, t(X), Y) - value) for name, t in _space_transforms(X.shape[1], 7).items()}
+    broken = sorted(name for name in declared if not gaps[name] <= tolerance)
+    rows = [f"  {'transform':<12} {'declared':<9} {'|Δ|':<10} result"]
+    for name, gap in gaps.items():
+        verdict = ("FAILED" if name in broken else "ok") if name in declared else "-"
+        rows.append(f"  {name:<12} {'yes' if name in declared else 'no':<9} {gap:<10.3g} {verdict}")
+    _require(not broken, measure, f"declares invariance to {', '.join(broken)} but its value changes by more than "
+             f"{tolerance:.3g}", on, f"remove {', '.join(broken)} from {type(measure).__name__}.invariances, or make "
+             f"measure() invariant to {'it' if len(broken) == 1 else 'them'}", "\n".join(rows))
 
 
 # --------------------------------------------------------------------------------------

@@ -1,0 +1,132 @@
+"""The ``space-similarity`` task kind: representational-similarity measures between every
+pair of a task's encoders, on each seed's test draw."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import ClassVar
+
+import lazy_loader
+import numpy as np
+
+from relbench.api import (Axis, Page, PluginSpec, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, fmt,
+                          fmt_interval, seed_interval, table)
+
+pd = lazy_loader.load("pandas")
+
+
+def sample_positions(n: int, max_samples: int, seed: int) -> np.ndarray:
+    """At most ``max_samples`` of ``n`` positions, a seeded random subset in order (all
+    of them when ``max_samples`` is 0 or at least ``n``)."""
+    if max_samples <= 0 or n <= max_samples:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).permutation(n)[:max_samples])
+
+
+def encoder_pairs(labels: list[str], symmetric: bool) -> list[tuple[str, str]]:
+    """The (source, target) pairs a measure is computed on: each unordered pair once for
+    a symmetric measure, every ordered pair of distinct encoders otherwise."""
+    return list(itertools.combinations(labels, 2) if symmetric else itertools.permutations(labels, 2))
+
+
+def measure_rows(measure: PluginSpec, spaces: dict[str, np.ndarray]) -> list[ResultRow]:
+    """One row per ordered pair of distinct encoders: the measure's value of (source,
+    target), its direction the measure's; a symmetric measure's value is computed once per
+    unordered pair and given to both orders."""
+    plugin = measure.build()
+    rows = []
+    for source, target in encoder_pairs(list(spaces), plugin.symmetric):
+        value = plugin.measure(spaces[source], spaces[target])
+        orders = [(source, target), (target, source)] if plugin.symmetric else [(source, target)]
+        rows += [ResultRow(metric=measure.label, value=value, direction=plugin.direction(),
+                           cell={"source": a, "target": b}) for a, b in orders]
+    return rows
+
+
+@dataclass
+class SpaceSimilarity(TaskKind):
+    """Representational similarity between every pair of the task's encoders: each space
+    measure of the grid (``grid: {measures: [...]}``: linear and debiased CKA, mutual
+    k-NN, CKNNA, SVCCA, the Procrustes distance …) on the test embeddings of each seed's
+    draw, for the question which measure predicts whether stitching works.
+
+    One unit per (seed, measure): rows per ordered (source, target) pair of distinct
+    encoders, the metric named by the measure's label, the direction its own (higher or
+    lower is more similar). Encoders are compared on the same samples (by id): a seeded
+    subset of at most ``max_samples`` of the seed's test draw, so that the ``n × n``
+    kernels of CKA stay small.
+
+    Parameters:
+        max_samples: test samples compared per seed (seeded subset; 0 = all). Default
+            2000 (our choice: the default protocol's whole test draw).
+    """
+
+    name: ClassVar[str] = "space-similarity"
+    columns: ClassVar[tuple[str, ...]] = ("measure", "source", "target")
+    paired_on: ClassVar[tuple[str, ...]] = ("source", "target")
+    axes: ClassVar[dict[str, Axis]] = {"measures": Axis("space_measure")}
+    max_samples: int = 2000
+
+    def __post_init__(self) -> None:
+        if self.max_samples < 0:
+            raise ValueError(f"space-similarity: max_samples must be ≥ 0, got {self.max_samples}")
+
+    def validate(self, task: Task) -> None:
+        """At least two encoders and one measure."""
+        if len(task.encoders) < 2:
+            raise ValueError("space-similarity compares pairs of encoders: give the task at least two encoders.")
+        if not task.grid.get("measures"):
+            raise ValueError("space-similarity needs measures: set `grid: {measures: [linear-cka, ...]}`.")
+
+    def plan(self, task: Task) -> list[UnitKey]:
+        """One unit per (seed, measure)."""
+        return [{"seed": seed, "measure": measure} for seed in task.seeds for measure in task.grid["measures"]]
+
+    def run(self, run: TaskRunAPI) -> None:
+        """Compute the planned units not yet stored, a seed's measures on its test draw."""
+        todo = [key for key in self.plan(run.task) if not run.is_done(key)]
+        for seed in dict.fromkeys(key["seed"] for key in todo):
+            spaces = self._spaces(run, seed)
+            for key in run.progress([k for k in todo if k["seed"] == seed], desc=f"space measures, seed {seed}"):
+                with run.unit(key) as rows:
+                    rows += measure_rows(key["measure"], spaces)
+
+    def _spaces(self, run: TaskRunAPI, seed: int) -> dict[str, np.ndarray]:
+        """Every encoder's float64 test embeddings of the seed's draw, on the same samples
+        (a seeded subset of the first encoder's ids), in the tasks file's order."""
+        banks = run.banks("test", seed)
+        labels = [e.label for e in run.task.encoders]
+        ids = banks[labels[0]].ids
+        keep = [ids[i] for i in sample_positions(len(ids), self.max_samples, seed)]
+        return {label: banks[label].rows(keep).double().cpu().numpy() for label in labels}
+
+    def meaning(self, headline: dict | None, direction: str) -> str:
+        """How to read the page: matrices of similarity, not a ranking."""
+        return ("Each table is one measure's matrix of similarity between the encoders' spaces (mean over seeds with "
+                "its 95 % interval); compare it with the stitching scores of the same pairs to see which measure "
+                "predicts whether stitching works.")
+
+    def page(self, results: pd.DataFrame, page: Page) -> str:
+        """One source × target table per measure: the mean over seeds [95 % interval over seeds]."""
+        ok = results[results["status"] == "ok"]
+        if ok.empty:
+            return "No results yet.\n"
+        return "\n".join(_matrix(metric, g) for metric, g in ok.groupby("metric", sort=False))
+
+
+def _matrix(metric: str, g: pd.DataFrame) -> str:
+    """A measure's source × target table of means over seeds with their intervals."""
+    encoders = list(dict.fromkeys(list(g["source"]) + list(g["target"])))
+    direction = g["direction"].iloc[0]
+    body = []
+    for source in encoders:
+        cells = []
+        for target in encoders:
+            per_seed = g[(g["source"] == source) & (g["target"] == target)].groupby("seed")["value"].mean()
+            cells.append("—" if source == target else (
+                f"{fmt(per_seed.mean())} {fmt_interval(*seed_interval(per_seed))}" if len(per_seed) else "n/a"))
+        body.append([source] + cells)
+    better = {"higher": "higher is more similar", "lower": "lower is more similar"}.get(direction, "")
+    return (f"### {arrow(metric, direction)}\n\n{better}; rows: source, columns: target.\n\n"
+            + table(body, headers=["source \\ target"] + encoders, keep=1) + "\n")
