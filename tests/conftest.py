@@ -15,7 +15,6 @@ import os
 import shutil
 import tempfile
 import textwrap
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -26,9 +25,8 @@ from relbench.cache import CACHE_ENV
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-ROOT = Path(__file__).resolve().parents[1]
 #: the plugin packages of this repository, the only installed plugins the tests load
-BUILTIN_PACKAGES = frozenset(p.name for p in (ROOT / "plugins").iterdir()
+BUILTIN_PACKAGES = frozenset(p.name for p in (Path(__file__).resolve().parents[1] / "plugins").iterdir()
                              if (p / "__init__.py").is_file())
 
 
@@ -39,17 +37,8 @@ os.environ[CACHE_ENV] = RUN_CACHE
 
 
 def builtin_entry_points(group: str) -> list[importlib.metadata.EntryPoint]:
-    """The installed ``group`` entry points whose module is one of :data:`BUILTIN_PACKAGES`,
-    plus those this repository's pyproject.toml declares that the installed metadata lacks
-    (an editable install records its entry points when installed: a plugin package added
-    since is declared but not yet installed), attributed to the installed relbench."""
-    installed = [ep for ep in importlib.metadata.entry_points(group=group)
-                 if ep.module.split(".")[0] in BUILTIN_PACKAGES]
-    known = {ep.name for ep in installed}
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"].get(group, {})
-    dist = importlib.metadata.distribution("relbench")
-    return installed + [importlib.metadata.EntryPoint(name, value, group)._for(dist)
-                        for name, value in declared.items() if name not in known]
+    """The installed ``group`` entry points whose module is one of :data:`BUILTIN_PACKAGES`."""
+    return [ep for ep in importlib.metadata.entry_points(group=group) if ep.module.split(".")[0] in BUILTIN_PACKAGES]
 
 
 @pytest.fixture(autouse=True, scope="session")
