@@ -77,6 +77,7 @@ def cases(registry) -> dict[str, tuple]:
         "scale-invariance": (blob_banks(), CLASSES, dict(common, alphas=[1.0, 10.0], activations=["relu"], epochs=1,
                                                          hidden=16, omega=1, delta=0.3, max_samples=60)),
         "embedding-norms": (blob_banks(), CLASSES, dict(seeds=[0, 1], bins=5)),
+        "symmetry": (blob_banks(), CLASSES, dict(common, epochs=1, iterations=2, max_samples=60)),
         "death-times": (blob_banks(), CLASSES, dict(
             common, grid={**similarities, "regularizers": [None, spec(registry.get("regularizer", "topological"))]},
             epochs=1, group_size=4, bins=5)),
@@ -92,7 +93,7 @@ def test_every_registered_task_kind_has_a_case(registry):
 
 @pytest.mark.parametrize("name", ["stitching", "word-neighbourhoods", "reconstruction", "conv-reconstruction",
                                   "relative-training", "proxy", "translation-quality", "scale-invariance",
-                                  "embedding-norms", "death-times", "layer-rescaling"])
+                                  "embedding-norms", "death-times", "layer-rescaling", "symmetry"])
 def test_the_registered_task_kind_passes(registry, name, tmp_path):
     banks, dataset, task = cases(registry)[name]
     run = check_task_kind(registry.get("task_kind", name), banks, dataset=dataset, tmp=tmp_path, **task)
