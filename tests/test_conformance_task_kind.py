@@ -79,6 +79,7 @@ def cases(registry) -> dict[str, tuple]:
         "embedding-norms": (blob_banks(), CLASSES, dict(seeds=[0, 1], bins=5)),
         "space-similarity": (blob_banks(), CLASSES, dict(seeds=[0, 1], max_samples=30, grid={"measures": [
             spec(registry.get("space_measure", name)) for name in ("linear-cka", "cknna", "procrustes-distance")]})),
+        "symmetry": (blob_banks(), CLASSES, dict(common, epochs=1, iterations=2, max_samples=60)),
         "death-times": (blob_banks(), CLASSES, dict(
             common, grid={**similarities, "regularizers": [None, spec(registry.get("regularizer", "topological"))]},
             epochs=1, group_size=4, bins=5)),
@@ -94,7 +95,8 @@ def test_every_registered_task_kind_has_a_case(registry):
 
 @pytest.mark.parametrize("name", ["stitching", "word-neighbourhoods", "reconstruction", "conv-reconstruction",
                                   "relative-training", "proxy", "translation-quality", "scale-invariance",
-                                  "embedding-norms", "death-times", "layer-rescaling", "space-similarity"])
+                                  "embedding-norms", "death-times", "layer-rescaling", "space-similarity",
+                                  "symmetry"])
 def test_the_registered_task_kind_passes(registry, name, tmp_path):
     banks, dataset, task = cases(registry)[name]
     run = check_task_kind(registry.get("task_kind", name), banks, dataset=dataset, tmp=tmp_path, **task)

@@ -1,0 +1,208 @@
+"""Least-squares maps between two spaces within nested symmetry groups, fitted on parallel anchors.
+
+Every map sends source rows ``X`` (``n × d_s``) to target coordinates (``n × d_t``). The
+groups, from the relative representation's assumption to the most general:
+
+* ``scaled-orthogonal`` (a): ``x ↦ s·(x − μ_s) Q + μ_t``: an isometry up to scale, what
+  the cosine relative representation is invariant to;
+* ``permutation-diagonal`` (b): ``x ↦ (x − μ_s) P D + μ_t``, a permutation ``P`` and a
+  diagonal ``D`` of signed scales (a signed permutation with a positive scale per
+  dimension): the intertwiner group of ReLU-like activations (García-Castellanos et al.);
+* ``orthogonal-diagonal`` (c): ``x ↦ (x − μ_s) Q D + μ_t``: an orthogonal map with a free
+  scale per target dimension;
+* ``affine`` (d): ``x ↦ [x, 1] W``, the least-squares affine map.
+
+Every group contains the translations: the means ``μ`` are the anchors' (for a fixed
+linear part they are the least-squares translation, so centring both spaces and fitting
+the linear part on the centred anchors is the group's exact optimum). (a) ⊂ (c) and (b) ⊂
+(c) ⊂ (d); (a) and (b) contain neither the other. On the anchors, the fits are ordered
+as the groups are: (c) starts from the best of (a), (b) and the orthogonal–diagonal
+factors of the least-squares linear map and only descends, and (d) is the global
+least-squares optimum.
+
+Different widths: the narrower space is zero-padded to ``w = max(d_s, d_t)``. (a) takes
+the orthogonal factor of the padded cross-covariance (Maiorca et al. 2023's padding), keeps
+its ``d_s × d_t`` block and fits the scale by least squares on the target's own
+columns; (b) assigns ``min(d_s, d_t)`` dimensions (an unmatched target dimension gets its
+mean, as a padded zero column would give it); (c) fits ``Q`` in ``w × w`` and the scales of
+the target's columns (a padded target column gets scale 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import lazy_loader
+
+from relbench_irp.maps import affine_fit
+
+torch = lazy_loader.load("torch")
+
+#: the groups, smallest first (the order the page reads them in)
+GROUPS = ("scaled-orthogonal", "permutation-diagonal", "orthogonal-diagonal", "affine")
+
+
+@dataclass
+class CentredLinear:
+    """A fitted map ``x ↦ (x − shift) M + offset``, callable on source rows."""
+
+    shift: torch.Tensor
+    M: torch.Tensor  # d_s × d_t
+    offset: torch.Tensor
+
+    def __call__(self, X: torch.Tensor) -> torch.Tensor:
+        """Source rows ``X`` (``n × d_s``) in target coordinates (``n × d_t``)."""
+        return (X - self.shift) @ self.M + self.offset
+
+
+def relative_residual(Y_hat: torch.Tensor, Y: torch.Tensor) -> float:
+    """``‖Ŷ − Y‖_F / ‖Y‖_F`` (NaN when ``Y`` is zero)."""
+    Y = Y.to(Y_hat.dtype)
+    norm = float(torch.linalg.matrix_norm(Y))
+    return float(torch.linalg.matrix_norm(Y_hat - Y)) / norm if norm > 0 else float("nan")
+
+
+def _centred(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mean of the rows of ``A`` and ``A`` centred on it."""
+    mean = A.mean(dim=0)
+    return mean, A - mean
+
+
+def _padded(A: torch.Tensor, width: int) -> torch.Tensor:
+    """``A`` with zero columns appended up to ``width``."""
+    return torch.nn.functional.pad(A, (0, width - A.shape[1]))
+
+
+def polar_factor(M: torch.Tensor) -> torch.Tensor:
+    """The orthogonal factor ``U Vᵀ`` of a square ``M = U Σ Vᵀ``: the orthogonal matrix
+    nearest to ``M``, and the maximiser of ``tr(Qᵀ M)`` over orthogonal ``Q``."""
+    U, _, Vh = torch.linalg.svd(M)
+    return U @ Vh
+
+
+def _least_squares_scale(Z: torch.Tensor, Y: torch.Tensor) -> float:
+    """The ``s`` minimising ``‖s Z − Y‖_F`` (0 when ``Z`` is zero)."""
+    energy = float((Z * Z).sum())
+    return float((Z * Y).sum()) / energy if energy > 0 else 0.0
+
+
+def scaled_orthogonal_fit(X: torch.Tensor, Y: torch.Tensor) -> CentredLinear:
+    """Group (a): scaled Procrustes. ``Q`` is the orthogonal factor of the padded
+    ``X̂ᵀŶ`` (centred anchors ``X̂``, ``Ŷ``), cut to its ``d_s × d_t`` block, and
+    ``s = ⟨X̂Q, Ŷ⟩ / ‖X̂Q‖²``: with equal widths (or a narrower source) this is
+    ``tr Σ / ‖X̂‖²``, the closed-form scale of the SVD ``X̂ᵀŶ = U Σ Vᵀ``."""
+    (mx, Xc), (my, Yc) = _centred(X), _centred(Y)
+    width = max(Xc.shape[1], Yc.shape[1])
+    Q = polar_factor(_padded(Xc, width).t() @ _padded(Yc, width))[: Xc.shape[1], : Yc.shape[1]]
+    return CentredLinear(mx, _least_squares_scale(Xc @ Q, Yc) * Q, my)
+
+
+def standardised_correlation(Xc: torch.Tensor, Yc: torch.Tensor) -> torch.Tensor:
+    """The ``d_s × d_t`` Pearson correlations between the dimensions of centred ``Xc`` and
+    ``Yc`` (0 for a constant dimension)."""
+    def unit(A: torch.Tensor) -> torch.Tensor:
+        norm = A.norm(dim=0)
+        return A / torch.where(norm > 0, norm, torch.ones_like(norm))
+
+    return unit(Xc).t() @ unit(Yc)
+
+
+def matched_dimensions(Xc: torch.Tensor, Yc: torch.Tensor) -> tuple[list[int], list[int]]:
+    """The assignment of ``min(d_s, d_t)`` source dimensions to distinct target
+    dimensions maximising the summed absolute correlation
+    (``scipy.optimize.linear_sum_assignment``): source ``rows[i]`` → target ``cols[i]``."""
+    from scipy.optimize import linear_sum_assignment
+
+    score = standardised_correlation(Xc, Yc).abs().cpu().numpy()
+    rows, cols = linear_sum_assignment(score, maximize=True)
+    return rows.tolist(), cols.tolist()
+
+
+def permutation_diagonal_fit(X: torch.Tensor, Y: torch.Tensor) -> CentredLinear:
+    """Group (b): a signed permutation with a scale per dimension. Dimensions are matched
+    by :func:`matched_dimensions`; each matched target dimension gets the least-squares
+    (signed) scale of its source dimension, an unmatched one its anchor mean."""
+    (mx, Xc), (my, Yc) = _centred(X), _centred(Y)
+    rows, cols = matched_dimensions(Xc, Yc)
+    M = Xc.new_zeros((Xc.shape[1], Yc.shape[1]))
+    for i, j in zip(rows, cols):
+        M[i, j] = _least_squares_scale(Xc[:, i], Yc[:, j])
+    return CentredLinear(mx, M, my)
+
+
+def _full_permutation(rows: list[int], cols: list[int], width: int) -> torch.Tensor:
+    """The ``width × width`` permutation matrix sending ``rows[i]`` to ``cols[i]``, the
+    unmatched rows to the unmatched columns in order."""
+    free_rows = [i for i in range(width) if i not in set(rows)]
+    free_cols = [j for j in range(width) if j not in set(cols)]
+    P = torch.zeros((width, width), dtype=torch.float64)
+    P[rows + free_rows, cols + free_cols] = 1.0
+    return P
+
+
+@dataclass
+class _OrthogonalDiagonal:
+    """The padded problem of group (c): minimise ``‖X Q D − Y‖²`` over orthogonal ``Q``
+    and diagonal ``D`` (``X``, ``Y``: centred, padded anchors), through the Gram
+    matrices ``A = XᵀX`` and ``C = XᵀY``."""
+
+    X: torch.Tensor
+    Y: torch.Tensor
+
+    def __post_init__(self) -> None:
+        self.A, self.C = self.X.t() @ self.X, self.X.t() @ self.Y
+        self.alpha = float(torch.linalg.eigvalsh(self.A)[-1])
+
+    def scales(self, Q: torch.Tensor) -> torch.Tensor:
+        """The best ``D`` for ``Q``: column ``j`` of ``XQ`` regressed on column ``j`` of ``Y``."""
+        fit = (Q * self.C).sum(dim=0)
+        energy = (Q * (self.A @ Q)).sum(dim=0)
+        return torch.where(energy > 0, fit / torch.where(energy > 0, energy, torch.ones_like(energy)),
+                           torch.zeros_like(energy))
+
+    def loss(self, Q: torch.Tensor, D: torch.Tensor) -> float:
+        """``‖X Q D − Y‖²``."""
+        return float(((self.X @ Q) * D - self.Y).square().sum())
+
+    def rotation_step(self, Q: torch.Tensor, D: torch.Tensor) -> torch.Tensor:
+        """A ``Q`` no worse than ``Q`` for ``D`` (one majorisation step: ``tr(QᵀAQD²)`` is
+        bounded above by its tangent at ``Q`` once ``A`` is shifted by its largest
+        eigenvalue α, and the bound is minimised by the orthogonal factor of
+        ``C D − (A − αI) Q D²``)."""
+        B = D * D
+        return polar_factor(self.C * D - (self.A @ Q) * B + self.alpha * Q * B)
+
+
+def orthogonal_diagonal_fit(X: torch.Tensor, Y: torch.Tensor, iterations: int) -> CentredLinear:
+    """Group (c): an orthogonal map with a free scale per target dimension, ``Q D``.
+
+    Starts from whichever of three orthogonal ``Q`` (each with its best ``D``) fits the
+    anchors best: that of (a), the permutation of (b), and the orthogonal factor of the
+    least-squares linear map (exact when the anchors come from an orthogonal–diagonal
+    map); then alternates ``iterations`` times a majorisation step on ``Q``
+    (:meth:`_OrthogonalDiagonal.rotation_step`) and the exact ``D``, so the loss never
+    rises: the fit is at least as good as (a)'s and (b)'s on the anchors."""
+    (mx, Xc), (my, Yc) = _centred(X), _centred(Y)
+    ds, dt = Xc.shape[1], Yc.shape[1]
+    width = max(ds, dt)
+    problem = _OrthogonalDiagonal(_padded(Xc, width), _padded(Yc, width))
+    rows, cols = matched_dimensions(Xc, Yc)
+    starts = [polar_factor(torch.linalg.pinv(problem.X) @ problem.Y),
+              polar_factor(problem.C),
+              _full_permutation(rows, cols, width).to(Xc)]
+    Q = min(starts, key=lambda start: problem.loss(start, problem.scales(start)))
+    D = problem.scales(Q)
+    for _ in range(iterations):
+        Q = problem.rotation_step(Q, D)
+        D = problem.scales(Q)
+    return CentredLinear(mx, (Q * D)[:ds, :dt], my)
+
+
+def fit_groups(X: torch.Tensor, Y: torch.Tensor, iterations: int) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+    """Every group's map fitted on the parallel anchors ``X`` (source) and ``Y`` (target),
+    by :data:`GROUPS` name; group (d) is :func:`relbench_irp.maps.affine_fit` (minimum-norm
+    least squares through the pseudo-inverse). The maps take rows of the anchors' dtype
+    (fit in float64 for exact recovery)."""
+    return {"scaled-orthogonal": scaled_orthogonal_fit(X, Y), "permutation-diagonal": permutation_diagonal_fit(X, Y),
+            "orthogonal-diagonal": orthogonal_diagonal_fit(X, Y, iterations), "affine": affine_fit(X, Y)}

@@ -1,0 +1,255 @@
+"""Which symmetry group relates two encoders: the ``symmetry`` task kind.
+
+The relative representation assumes two encoders' spaces differ by an isometry up to
+scale; García-Castellanos et al. point to the intertwiner groups of activations (a
+permutation times a diagonal); the most general linear answer is an affine map. For every
+ordered encoder pair the kind fits the best map of each group (:mod:`relbench_stitching.groups`)
+on the seed's anchors and measures it on the seed's test samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import lazy_loader
+import numpy as np
+
+from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions,
+                          fit_reference_head, fmt, fmt_interval, head_key, head_settings, seed_interval, table,
+                          validate_head_params)
+from relbench_irp.quality import sample_ids
+from relbench_irp.scale import accuracy, labels_of
+from relbench_stitching.groups import GROUPS, fit_groups, relative_residual
+
+pd = lazy_loader.load("pandas")
+torch = lazy_loader.load("torch")
+
+#: the page's letters for the groups (the issue's order a < b < c < d)
+LETTERS = dict(zip(GROUPS, "abcd"))
+METRICS = ("residual", "accuracy", "anchor_residual", "own_accuracy")
+#: residuals closer than this to the best group's count as within its interval: float32
+#: embeddings (about 7 digits) resolve no smaller difference of relative residuals
+RESOLUTION = 1e-6
+
+
+@dataclass
+class Symmetry(TaskKind):
+    """Which symmetry group relates two encoders: held-out residual and stitching accuracy of the best map per group.
+
+    Columns: ``selector``, ``source`` and ``target`` (the unit: one per seed, selector and
+    ordered encoder pair) and ``group``. Groups, smallest first: ``scaled-orthogonal`` (a,
+    scaled Procrustes: the relative representation's isometry up to scale),
+    ``permutation-diagonal`` (b, a signed permutation with a scale per dimension: the
+    intertwiner groups of García-Castellanos et al.; dimensions matched by
+    ``linear_sum_assignment`` on the absolute correlation of the dimensions, then a
+    least-squares scale per matched dimension), ``orthogonal-diagonal`` (c, ``Q·D``: an
+    orthogonal map with a free scale per target dimension, fitted by alternating the exact
+    scales with a majorisation step on ``Q`` from the best of (a), (b) and the factors of
+    the least-squares linear map) and ``affine`` (d, least squares with bias). Every group
+    includes the translation that matches the anchors' means. (a) and (b) are both inside
+    (c) ⊂ (d), neither inside the other. Different widths: the narrower space is
+    zero-padded (see :mod:`relbench_stitching.groups` for each group).
+
+    Every map is fitted on the seed's anchors (the grid's selector; ``num_anchors`` rows of
+    the fit part, the same samples in both spaces) and applied to the source's test
+    embeddings. Rows per group: ``residual`` ↓ (``‖f(X) − Y‖_F / ‖Y‖_F`` on the test
+    samples), ``anchor_residual`` ↓ (the same on the anchors it was fitted on: ordered as
+    the groups are nested) and ``accuracy`` ↑ (the target's own absolute head, the
+    reference head the ``absolute`` stitcher trains on the target's training embeddings,
+    applied to the mapped source test embeddings); per unit ``own_accuracy`` ↑ (that head
+    on the target's own test embeddings, the ceiling). The page gives, per pair, each
+    group's residual and accuracy (mean over seeds [95 % interval over seeds]) and the
+    smallest group that explains the pair: the first of a, b, c, d whose mean residual is
+    within the 95 % interval of the best group's (the lowest mean residual, usually
+    affine's; or within 1e-6 of its mean, the resolution of float32 embeddings); and how
+    many pairs each group explains.
+
+    Parameters:
+        iterations: alternating iterations of group (c) after its start. Default 25 (our
+            choice: the fit never gets worse, and the start is already exact for data
+            from the group).
+        max_samples: test samples evaluated per pair (seeded subset; 0 = all). Default 2000
+            (the suite's test draw).
+        epochs: head training epochs; None = the modality's reference default. Default None.
+        lr: head Adam learning rate; None = the modality's reference default. Default None.
+        hidden: hidden width of the head. Default 256 (the absolute stitcher's).
+        batch_size: head training batch size. Default 32 (the absolute stitcher's).
+    """
+
+    name: ClassVar[str] = "symmetry"
+    columns: ClassVar[tuple[str, ...]] = ("selector", "source", "target", "group")
+    paired_on: ClassVar[tuple[str, ...]] = ("source", "target")  # claims pair their sides on these
+    axes: ClassVar[dict[str, Axis]] = {"selectors": Axis("selector")}
+    iterations: int = 25
+    max_samples: int = 2000
+    epochs: int | None = None
+    lr: float | None = None
+    hidden: int = 256
+    batch_size: int = 32
+
+    def __post_init__(self) -> None:
+        if self.iterations < 0 or self.max_samples < 0:
+            raise ValueError(f"symmetry: iterations and max_samples must be ≥ 0, got {self.iterations}, "
+                             f"{self.max_samples}")
+        validate_head_params(self.epochs, self.lr, self.hidden, self.batch_size)
+
+    def validate(self, task: Task) -> None:
+        """The grid names an anchor selector and the task at least two encoders."""
+        if not task.grid["selectors"]:
+            raise ValueError("symmetry needs at least one anchor selector in grid.selectors, e.g. "
+                             "`selectors: [random]`.")
+        if len(task.encoders) < 2:
+            raise ValueError(f"symmetry relates encoder pairs: give at least two encoders, got "
+                             f"{len(task.encoders)}.")
+
+    def plan(self, task: Task) -> list[UnitKey]:
+        """One unit per (seed, selector, source, target), source ≠ target: every group."""
+        return [{"seed": seed, "selector": sel, "source": source, "target": target}
+                for seed in task.seeds for sel in task.grid["selectors"]
+                for target in task.encoders for source in task.encoders if source.label != target.label]
+
+    def run(self, run: TaskRunAPI) -> None:
+        """Compute the planned units not yet stored, each on its seed's draw: maps fitted
+        on the anchors (rows of the fit part), the head on the target's fit part, both
+        measured on the test draw."""
+        todo = [key for key in self.plan(run.task) if not run.is_done(key)]
+        for key in run.progress(todo, desc="symmetry", total=len(todo)):
+            with run.unit(key) as rows:
+                rows += self._pair(run, key["seed"], key["selector"], key["source"].label, key["target"].label)
+
+    def _pair(self, run: TaskRunAPI, seed: int, selector, source: str, target: str) -> list[ResultRow]:
+        """Every group's rows for one pair, and the target head's own accuracy."""
+        anchors = run.anchors(seed, selector)
+        As, At = (run.realise(anchors, label).to(torch.float64) for label in (source, target))
+        maps = fit_groups(As, At, self.iterations)
+        test = run.banks("test", seed)
+        ids = sample_ids(test[source].ids, self.max_samples, seed)
+        X, Y, y = test[source].rows(ids).to(torch.float64), test[target].rows(ids), labels_of(test[target], ids)
+        head = self._head(run, seed, target)
+        rows = [ResultRow(metric="own_accuracy", value=accuracy(head, Y, y), direction="higher")]
+        for group, translate in maps.items():
+            Y_hat = translate(X)
+            cell = {"group": group}
+            rows += [ResultRow(metric="residual", value=relative_residual(Y_hat, Y), direction="lower", cell=cell),
+                     ResultRow(metric="anchor_residual", value=relative_residual(translate(As), At), direction="lower",
+                               cell=cell),
+                     ResultRow(metric="accuracy", value=accuracy(head, Y_hat.to(Y.dtype), y), direction="higher",
+                               cell=cell)]
+        return rows
+
+    def _head(self, run: TaskRunAPI, seed: int, target: str):
+        """The reference head on the target's training embeddings (the fit part), as the
+        ``absolute`` stitcher trains it; once per (seed, target) through the seed's shared memo."""
+        bank = run.banks("train", seed)[target]
+        if bank.labels is None:
+            raise ValueError(f"encoder {target!r}: the training bank has no labels to fit a head on")
+        settings = head_settings(run.modality(target), self.epochs, self.lr, self.hidden, self.batch_size)
+        num_classes, evaluation = len(run.dataset().class_names), run.task.protocol.evaluation
+        key = head_key(target, "reference", settings, num_classes=num_classes, seed=seed, evaluation=evaluation)
+        return run.shared(seed).get(key, lambda: fit_reference_head(
+            bank.X, bank.labels, settings, num_classes=num_classes, seed=seed, evaluation=evaluation))
+
+    def meaning(self, headline: dict | None, direction: str) -> str:
+        """How to read the page: the smallest group whose residual the best group's
+        interval holds is the symmetry that relates a pair."""
+        return ("For each encoder pair, the smallest group (a: scaled orthogonal, b: permutation × diagonal, c: "
+                "orthogonal × diagonal, d: affine) whose held-out residual is within the best group's 95 % interval "
+                "is the symmetry that explains how the two spaces relate; the accuracy says what that map is worth "
+                "to the target's own head.")
+
+    def page(self, results: pd.DataFrame, page: Page) -> str:
+        """Per selector: how many pairs each group explains, then per pair each group's
+        residual and accuracy, from the rows alone."""
+        ok = results[(results["status"] == "ok") & results["metric"].isin(METRICS)]
+        if ok.empty:
+            return "No results yet.\n"
+        marks = directions(ok)
+        parts = [_GROUPS_NOTE]
+        for selector, rows in ok.groupby("selector", sort=False):
+            stats = pair_stats(rows)
+            smallest = {pair: smallest_group(_group_stats(g)) for pair, g in
+                        stats[stats["metric"] == "residual"].groupby(["source", "target"], sort=False)}
+            parts += [f"### Anchors: {selector}\n", _summary(smallest), _residual_table(stats, smallest, marks),
+                      _accuracy_table(stats, marks)]
+        return "\n".join(parts)
+
+
+_GROUPS_NOTE = (
+    "Groups, smallest first: (a) scaled orthogonal (isometry up to scale), (b) signed permutation × diagonal, "
+    "(c) orthogonal × diagonal, (d) affine; each with the translation matching the anchors' means. (a) and (b) "
+    "both lie inside (c) ⊂ (d), neither inside the other. Between different widths the narrower space is "
+    "zero-padded. Every map is fitted on the anchors and measured on the test samples; the residual is "
+    "‖f(X) − Y‖_F / ‖Y‖_F. The smallest group that explains a pair is the first of a, b, c, d whose mean residual "
+    "is at most the upper end of the best group's 95 % interval over seeds (or within 1e-6 of its mean, what "
+    "float32 embeddings resolve).\n")
+
+
+def pair_stats(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (source, target, group, metric): the mean over seeds of each seed's value
+    (``mean``) and its 95 % interval over seeds (``low``, ``high``)."""
+    by = ["source", "target", "group", "metric"]
+    per_seed = rows.groupby(by + ["seed"], dropna=False, sort=False)["value"].mean().reset_index()
+    out = per_seed.groupby(by, dropna=False, sort=False)["value"].agg(["mean", list]).reset_index()
+    bounds = [seed_interval(v) for v in out.pop("list")]
+    return out.assign(low=[b[0] for b in bounds], high=[b[1] for b in bounds])
+
+
+def _group_stats(rows: pd.DataFrame) -> dict[str, tuple[float, float, float]]:
+    """Group → (mean, low, high) of one pair's rows of :func:`pair_stats`."""
+    return {r["group"]: (r["mean"], r["low"], r["high"]) for _, r in rows.iterrows()}
+
+
+def smallest_group(residuals: dict[str, tuple[float, float, float]]) -> str | None:
+    """The first group of :data:`GROUPS` whose mean residual is at most the upper end of
+    the 95 % interval of the group with the lowest mean (that group's mean when its
+    interval is unknown), or within :data:`RESOLUTION` of that mean; ``residuals``: group
+    → (mean, low, high). None without a finite mean."""
+    finite = {g: s for g, s in residuals.items() if np.isfinite(s[0])}
+    if not finite:
+        return None
+    best = min(finite, key=lambda g: finite[g][0])
+    high = finite[best][2] if np.isfinite(finite[best][2]) else finite[best][0]
+    bound = max(high, finite[best][0] + RESOLUTION)
+    return next(g for g in GROUPS if g in finite and finite[g][0] <= bound)
+
+
+def _named(group: str) -> str:
+    return f"({LETTERS[group]}) {group}"
+
+
+def _summary(smallest: dict[tuple, str | None]) -> str:
+    """How many pairs each group is the smallest explaining group of."""
+    counts = pd.Series([g for g in smallest.values() if g is not None]).value_counts()
+    body = [[_named(g), int(counts.get(g, 0))] for g in GROUPS]
+    return (f"Smallest group that explains each of the {len(smallest)} ordered pairs:\n\n"
+            + table(body, headers=["group", "pairs"]) + "\n")
+
+
+def _shown(stats: pd.DataFrame, source: str, target: str, group: str | None, metric: str) -> str:
+    at = stats[(stats["source"] == source) & (stats["target"] == target) & (stats["metric"] == metric)]
+    at = at[at["group"].isna()] if group is None else at[at["group"] == group]
+    if at.empty:
+        return "n/a"
+    r = at.iloc[0]
+    return f"{fmt(r['mean'])} {fmt_interval(r['low'], r['high'])}"
+
+
+def _residual_table(stats: pd.DataFrame, smallest: dict[tuple, str | None], marks: dict[str, str]) -> str:
+    """Per pair: each group's held-out residual and the smallest explaining group."""
+    body = [[source, target] + [_shown(stats, source, target, g, "residual") for g in GROUPS]
+            + [_named(group) if group else "n/a"] for (source, target), group in smallest.items()]
+    headers = ["source", "target"] + [_named(g) for g in GROUPS] + ["smallest group"]
+    return (arrow("Held-out residual", marks.get("residual", "lower")) + " per pair (mean over seeds [95 % interval "
+            "over seeds]):\n\n" + table(body, headers=headers, keep=2) + "\n")
+
+
+def _accuracy_table(stats: pd.DataFrame, marks: dict[str, str]) -> str:
+    """Per pair: the target head's accuracy on each group's mapped source, and on its own space."""
+    pairs = stats[["source", "target"]].drop_duplicates().itertuples(index=False)
+    body = [[source, target] + [_shown(stats, source, target, g, "accuracy") for g in GROUPS]
+            + [_shown(stats, source, target, None, "own_accuracy")] for source, target in pairs]
+    headers = ["source", "target"] + [_named(g) for g in GROUPS] + ["target's own space"]
+    return (arrow("Stitching accuracy", marks.get("accuracy", "higher")) + " of the target's absolute head on the "
+            "mapped source test embeddings (mean over seeds [95 % interval over seeds]):\n\n"
+            + table(body, headers=headers, keep=2) + "\n")

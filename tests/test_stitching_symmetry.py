@@ -1,0 +1,228 @@
+"""The symmetry kind: each group's fit recovers a planted map of its group, the fits are
+ordered as the groups are nested, the scaled Procrustes and the dimension assignment match
+their references, and a run on toy banks yields rows and a page."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.linalg
+import torch
+
+from relbench.api import Page, TaskRunDouble, make_task, spec
+from relbench_relreps.selectors import RandomAnchors
+from relbench_stitching.groups import (GROUPS, fit_groups, matched_dimensions, orthogonal_diagonal_fit,
+                                       permutation_diagonal_fit, relative_residual, scaled_orthogonal_fit,
+                                       standardised_correlation)
+from relbench_stitching.symmetry import Symmetry, smallest_group
+from test_conformance_task_kind import CLASSES
+from test_core_sharing import _banks as blob_banks  # encoders a and b (a rotation of a), 4 classes in 12 dims
+
+D = 6
+
+
+def _generator(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _gaussian(rows: int, cols: int, g: torch.Generator) -> torch.Tensor:
+    return torch.randn(rows, cols, generator=g, dtype=torch.float64)
+
+
+def _orthogonal(d: int, g: torch.Generator) -> torch.Tensor:
+    return torch.linalg.qr(_gaussian(d, d, g))[0]
+
+
+def _planted() -> dict:
+    """Source anchors and held-out rows, and a member of each group with a translation."""
+    g = _generator()
+    X, X_new = _gaussian(80, D, g) * torch.linspace(0.5, 3.0, D, dtype=torch.float64), _gaussian(30, D, g)
+    Q, bias = _orthogonal(D, g), _gaussian(1, D, g)
+    scales = torch.tensor([2.0, -1.0, 0.5, 3.0, -1.5, 0.8], dtype=torch.float64)
+    permutation = torch.eye(D, dtype=torch.float64)[[3, 1, 5, 0, 2, 4]]
+    maps = {"scaled-orthogonal": 2.5 * Q, "permutation-diagonal": permutation * scales,
+            "orthogonal-diagonal": Q * scales, "affine": _gaussian(D, D, g)}
+    return {"X": X, "X_new": X_new, "bias": bias, "maps": maps}
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_each_fit_recovers_a_planted_member_of_its_group(group):
+    p = _planted()
+    M, bias = p["maps"][group], p["bias"]
+    fitted = fit_groups(p["X"], p["X"] @ M + bias, iterations=25)[group]
+    probe = torch.cat([torch.eye(D, dtype=torch.float64), torch.zeros(1, D, dtype=torch.float64)])
+    recovered = fitted(probe)  # the images of the unit vectors and of 0: the linear part and the bias
+    assert torch.allclose(recovered[-1], bias[0], atol=1e-6)
+    assert torch.allclose(recovered[:-1] - recovered[-1], M, atol=1e-6)
+    assert torch.allclose(fitted(p["X_new"]), p["X_new"] @ M + bias, atol=1e-6)
+
+
+@pytest.mark.parametrize("group", ["scaled-orthogonal", "permutation-diagonal", "orthogonal-diagonal"])
+def test_a_smaller_group_does_not_explain_a_larger_groups_map(group):
+    """The planted affine map is no member of the smaller groups: their fits leave a residual."""
+    p = _planted()
+    Y = p["X"] @ p["maps"]["affine"] + p["bias"]
+    assert relative_residual(fit_groups(p["X"], Y, iterations=25)[group](p["X"]), Y) > 0.05
+
+
+@pytest.mark.parametrize("widths", [(6, 6), (4, 7), (7, 4)])
+@pytest.mark.parametrize("seed", range(4))
+def test_the_fits_are_ordered_as_the_groups_are_nested(widths, seed):
+    """On random data, on the anchors fitted on: (c) ≤ (a), (c) ≤ (b) and (d) ≤ (c)."""
+    g = _generator(seed)
+    X, Y = _gaussian(40, widths[0], g) + 1.0, _gaussian(40, widths[1], g) @ _gaussian(widths[1], widths[1], g)
+    residual = {name: relative_residual(f(X), Y) for name, f in fit_groups(X, Y, iterations=5).items()}
+    slack = 1e-12
+    assert residual["orthogonal-diagonal"] <= residual["scaled-orthogonal"] + slack
+    assert residual["orthogonal-diagonal"] <= residual["permutation-diagonal"] + slack
+    assert residual["affine"] <= residual["orthogonal-diagonal"] + slack
+    assert residual["affine"] < residual["scaled-orthogonal"]  # random data: the general map fits strictly better
+
+
+def test_more_alternating_iterations_never_raise_the_orthogonal_diagonal_residual():
+    g = _generator(3)
+    X, Y = _gaussian(50, 5, g), _gaussian(50, 5, g) @ _gaussian(5, 5, g)
+    residuals = [relative_residual(orthogonal_diagonal_fit(X, Y, n)(X), Y) for n in (0, 1, 2, 5, 20, 80)]
+    assert all(later <= earlier + 1e-12 for earlier, later in zip(residuals, residuals[1:]))
+    assert residuals[-1] < residuals[0]  # and the iterations do descend from the start
+
+
+def test_the_scaled_procrustes_is_scipys_rotation_with_the_closed_form_scale():
+    g = _generator(1)
+    X, Y = _gaussian(30, 5, g), _gaussian(30, 5, g)
+    Xc, Yc = (A - A.mean(dim=0) for A in (X, Y))
+    R, singular_sum = scipy.linalg.orthogonal_procrustes(Xc.numpy(), Yc.numpy())
+    scale = singular_sum / float((Xc * Xc).sum())
+    fitted = scaled_orthogonal_fit(X, Y)
+    assert np.allclose(fitted.M.numpy(), scale * R, atol=1e-10)
+    assert torch.allclose(fitted.offset - fitted.shift @ fitted.M, Y.mean(dim=0) - X.mean(dim=0) @ fitted.M)
+
+
+@pytest.mark.parametrize("widths", [(2, 2), (3, 3), (4, 4), (5, 5), (3, 5), (5, 4)])
+def test_the_dimension_assignment_is_the_brute_force_optimum(widths):
+    g = _generator(sum(widths))
+    Xc, Yc = (A - A.mean(dim=0) for A in (_gaussian(25, widths[0], g), _gaussian(25, widths[1], g)))
+    score = standardised_correlation(Xc, Yc).abs()
+    n = min(widths)
+    rows, cols = matched_dimensions(Xc, Yc)
+    best = max(((r, c) for r in itertools.combinations(range(widths[0]), n)
+                for c in itertools.permutations(range(widths[1]), n)),
+               key=lambda rc: float(score[list(rc[0]), list(rc[1])].sum()))
+    assert sorted(zip(rows, cols)) == sorted(zip(*best))
+
+
+def test_the_correlation_matches_numpys():
+    g = _generator(2)
+    X, Y = _gaussian(20, 3, g), _gaussian(20, 4, g)
+    Xc, Yc = X - X.mean(dim=0), Y - Y.mean(dim=0)
+    reference = np.corrcoef(X.numpy().T, Y.numpy().T)[:3, 3:]
+    assert np.allclose(standardised_correlation(Xc, Yc).numpy(), reference)
+
+
+def test_the_permutation_fit_scales_each_matched_dimension_by_least_squares():
+    g = _generator(4)
+    X = _gaussian(60, 3, g)
+    Y = torch.stack([-2.0 * X[:, 2], 0.5 * X[:, 0], 4.0 * X[:, 1]], dim=1) + 0.01 * _gaussian(60, 3, g)
+    fitted = permutation_diagonal_fit(X, Y)
+    assert (fitted.M != 0).sum() == 3
+    Xc, Yc = X - X.mean(dim=0), Y - Y.mean(dim=0)
+    for i, j in ((2, 0), (0, 1), (1, 2)):
+        assert float(fitted.M[i, j]) == pytest.approx(float(Xc[:, i] @ Yc[:, j] / (Xc[:, i] @ Xc[:, i])))
+
+
+@pytest.mark.parametrize("residuals,expected", [
+    # (a) within affine's interval: the smallest group explains the pair
+    ({"scaled-orthogonal": (0.11, 0.1, 0.12), "permutation-diagonal": (0.5, 0.4, 0.6),
+      "orthogonal-diagonal": (0.105, 0.1, 0.11), "affine": (0.1, 0.09, 0.115)}, "scaled-orthogonal"),
+    # (a) outside, (b) inside
+    ({"scaled-orthogonal": (0.3, 0.25, 0.35), "permutation-diagonal": (0.12, 0.1, 0.13),
+      "orthogonal-diagonal": (0.11, 0.1, 0.12), "affine": (0.1, 0.09, 0.125)}, "permutation-diagonal"),
+    # only affine
+    ({"scaled-orthogonal": (0.3, 0.25, 0.35), "permutation-diagonal": (0.4, 0.3, 0.5),
+      "orthogonal-diagonal": (0.2, 0.18, 0.22), "affine": (0.1, 0.09, 0.11)}, "affine"),
+    # the best is not affine (an affine fit that overfits the anchors): measured against the best
+    ({"scaled-orthogonal": (0.3, 0.25, 0.35), "permutation-diagonal": (0.4, 0.3, 0.5),
+      "orthogonal-diagonal": (0.2, 0.18, 0.21), "affine": (0.6, 0.5, 0.7)}, "orthogonal-diagonal"),
+    # differences below float32's resolution are ties, whatever the intervals say
+    ({"scaled-orthogonal": (4e-7, 3e-7, 5e-7), "permutation-diagonal": (0.4, 0.3, 0.5),
+      "orthogonal-diagonal": (2e-7, 1e-7, 3e-7), "affine": (1e-8, 1e-8, 1e-8)}, "scaled-orthogonal"),
+    ({"scaled-orthogonal": (float("nan"),) * 3}, None),
+])
+def test_the_smallest_group_is_the_first_within_the_best_groups_interval(residuals, expected):
+    assert smallest_group(residuals) == expected
+
+
+def _run(seeds=(0, 1)) -> TaskRunDouble:
+    task = make_task(Symmetry, encoders=["a", "b"], seeds=list(seeds), num_anchors=30,
+                     grid={"selectors": [spec(RandomAnchors)]}, epochs=2, iterations=3, max_samples=60)
+    run = TaskRunDouble(task, blob_banks(), dataset=CLASSES)
+    run.run()
+    return run
+
+
+def test_a_run_gives_every_group_of_every_pair_and_a_rotation_is_explained_by_the_smallest_group(tmp_path):
+    """Encoder b is a rotation of a: scaled orthogonal maps it exactly, and the target's
+    head reads the mapped source as well as its own space."""
+    run = _run()
+    rows = run.frame()
+    ok = rows[rows["status"] == "ok"]
+    assert set(ok["metric"]) == {"residual", "anchor_residual", "accuracy", "own_accuracy"}
+    per_group = ok[ok["metric"] == "residual"]
+    assert len(per_group) == 2 * 2 * len(GROUPS)  # 2 seeds × 2 ordered pairs × 4 groups
+    assert set(per_group["group"]) == set(GROUPS)
+    exact = per_group[per_group["group"] == "scaled-orthogonal"]["value"]
+    assert (exact < 1e-5).all()
+    accuracy = ok[(ok["metric"] == "accuracy") & (ok["group"] == "scaled-orthogonal")].set_index(["seed", "target"])
+    own = ok[ok["metric"] == "own_accuracy"].set_index(["seed", "target"])
+    assert np.allclose(accuracy["value"].sort_index(), own["value"].sort_index())
+    page = run.kind.page(rows, Page(tmp_path, "t"))
+    assert re.search(r"\| \(a\) scaled-orthogonal +\| 2 +\|", page)  # both pairs, in the summary
+    assert len(re.findall(r"\| \(a\) scaled-orthogonal +\|\n", page)) == 2  # each pair's smallest group
+
+
+def test_the_plan_has_one_unit_per_seed_selector_and_ordered_pair():
+    task = make_task(Symmetry, encoders=["a", "b", "c"], seeds=[0, 1], grid={"selectors": [spec(RandomAnchors)]})
+    keys = Symmetry().plan(task)
+    assert len(keys) == 2 * 3 * 2
+    assert all(k["source"].label != k["target"].label for k in keys)
+
+
+@pytest.mark.parametrize("settings,message", [
+    ({"encoders": ["a"], "grid": {"selectors": [spec(RandomAnchors)]}}, "at least two encoders"),
+    ({"encoders": ["a", "b"]}, "at least one anchor selector"),
+])
+def test_a_task_it_cannot_run_is_refused(settings, message):
+    with pytest.raises(ValueError, match=message):
+        Symmetry().validate(make_task(Symmetry, **settings))
+
+
+def test_the_page_without_rows_says_so(tmp_path):
+    empty = pd.DataFrame(columns=["status", "metric", "value", "seed", "selector", "source", "target", "group"])
+    assert Symmetry().page(empty, Page(tmp_path, "t")) == "No results yet.\n"
+
+
+#: symmetry task of tasks/experiments.yaml → the tasks.yaml task whose data set and encoders it copies
+COPIES = {"mnist-symmetry": "mnist-cross-seed", "fashion-symmetry": "fashion-translation-quality",
+          "rotten-tomatoes-symmetry": "rotten-tomatoes-cross-arch"}
+
+
+@pytest.mark.parametrize("name", COPIES)
+def test_each_experiment_reads_the_banks_of_a_default_suite_task(name):
+    from relbench.config import load_suite
+    from relbench.plugins import load_registry
+
+    root = Path(__file__).resolve().parents[1]
+    registry = load_registry()
+    default = {t.name: t for t in load_suite(root / "tasks.yaml", registry).tasks}
+    new = {t.name: t for t in load_suite(root / "tasks" / "experiments.yaml", registry).tasks}[name]
+    old = default[COPIES[name]]
+    assert new.kind.name == "symmetry" and [s.name for s in new.grid["selectors"]] == ["random"]
+    assert new.dataset.identity() == old.dataset.identity()
+    assert [(e.label, e.view, e.identity()) for e in new.encoders] == \
+        [(e.label, e.view, e.identity()) for e in old.encoders]
+    assert len(new.seeds) >= 3 and new.num_anchors <= 2560
