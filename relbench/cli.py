@@ -28,6 +28,8 @@ from relbench.run_summary import EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, EXIT_
 
 #: the memory one ``-j`` worker may need: the largest task's measured peak (about 2.1 GB) and room
 WORKER_BYTES = int(2.5e9)
+#: ``export --release`` given without a file: the release beside the tasks file (:func:`_release_path`)
+RELEASE_DEFAULT = Path("<the release beside the tasks file>")
 
 
 def auto_jobs(cores: int | None = None, available: int | None = None) -> int:
@@ -184,7 +186,9 @@ def _parser() -> argparse.ArgumentParser:
 
     export = sub.add_parser("export", help="write the current results as one flat table (parquet, csv, jsonl)",
                             description="One row per (unit, metric) with every parameter as its own column; the "
-                                        "file loads in pandas or DuckDB without relbench.")
+                                        "file loads in pandas or DuckDB without relbench. --summary: one row per "
+                                        "cell of the pages instead (the table behind them). --release: the rows of "
+                                        "the shipped release instead of the results store.")
     export.add_argument("tasks", type=Path, nargs="?", default=Path("tasks.yaml"),
                         help="tasks file whose current results to export (default tasks.yaml)")
     export.add_argument("--format", choices=("parquet", "csv", "jsonl"), default="parquet",
@@ -194,6 +198,14 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--precision", choices=PRECISIONS,
                         help="export the results of a `relbench run --precision P` (default: the tasks file's)")
     export.add_argument("--all", action="store_true", help="every stored line, older identities included (history)")
+    export.add_argument("--summary", action="store_true",
+                        help="one row per page cell: task, the combination's plugins (one column per interface of "
+                             "its kind's grid), metric, score, 95 %% interval (low, high), n (seeds), tie group and "
+                             "revision, computed as the pages compute them (default file: summary.<format>)")
+    export.add_argument("--release", type=Path, nargs="?", const=RELEASE_DEFAULT, metavar="FILE",
+                        help="read the rows of a release's results table instead of the results store (default "
+                             "FILE: results.parquet in leaderboards/ at the top of the checkout holding the tasks "
+                             "file, the shipped release)")
 
     cache = sub.add_parser("cache", help="list or clear the embedding cache and the learned anchors",
                            description="The embedding cache lives in $RELBENCH_CACHE_DIR or ~/.cache/relbench.")
@@ -471,8 +483,9 @@ def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
 # ----------------------------------------------------------------------------- leaderboard, export
 
 
-def _stored_suite(args, registry):
-    """The tasks file's suite and a runner over its results store (for pages and export)."""
+def _stored_suite(args, registry, empty_hint: str = ""):
+    """The tasks file's suite and a runner over its results store (for pages and export);
+    an empty store is a user error, which ends with ``empty_hint`` when given."""
     from relbench.config import load_suite
     from relbench.runner import Runner
 
@@ -485,7 +498,7 @@ def _stored_suite(args, registry):
     runner = Runner(suite, registry, output=args.output)  # not quiet: damaged lines set aside are said
     if not runner.store.tasks():
         raise UserError(f"No stored results in {runner.store.root}. Run `relbench run {args.tasks}` first, or point "
-                        f"--output at the results directory.")
+                        f"--output at the results directory{empty_hint}.")
     return suite, runner
 
 
@@ -562,18 +575,89 @@ def _cmd_verify(args, registry) -> int:
 
 
 def _cmd_export(args, registry) -> int:
-    import pandas as pd
-
     from relbench.export import write
 
-    _, runner = _stored_suite(args, registry)
+    if args.all and (args.summary or args.release):
+        raise UserError("--all exports every stored line of the results store, older identities included; the "
+                        "pages (--summary) and a release (--release) hold only current ones. Leave out --all.")
+    if args.release:
+        df, what, folder = _release_export(args, registry)
+    else:
+        df, what, folder = _store_export(args, registry)
+    path = write(df, args.to or folder / f"{'summary' if args.summary else 'export'}.{args.format}", args.format)
+    print(f"wrote {what} to {path}")
+    return EXIT_OK
+
+
+def _store_export(args, registry):
+    """``(rows, what they are, default folder)`` of ``relbench export`` from the results
+    store: its current rows (every line with ``--all``), or the pages' cells."""
+    import pandas as pd
+
+    from relbench.rows import TASK_ERROR
+    from relbench.summary import task_summary
+
+    release = _release_path(args)
+    hint = (f", or export the shipped release's rows: `relbench export {args.tasks} --release` (reads {release})"
+            if release.is_file() else "")
+    _, runner = _stored_suite(args, registry, hint)
+    if args.summary:
+        frames = {tr.task.name: task_summary(tr.task, runner.store.load(
+            tr.task.name, units=[*(u.id for u in tr.plan().units), TASK_ERROR])) for tr in runner.plans()}
+        return (*_summarised(frames), runner.store.root)
     frames = [runner.store.load(tr.task.name, units=None if args.all else [u.id for u in tr.plan().units])
               for tr in runner.plans()]
     frames = [f for f in frames if not f.empty]
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    path = write(df, args.to or runner.store.root / f"export.{args.format}", args.format)
-    print(f"wrote the {len(df)} result rows of {len(frames)} tasks to {path}")
-    return EXIT_OK
+    return df, f"the {len(df)} result rows of {len(frames)} tasks", runner.store.root
+
+
+def _release_export(args, registry):
+    """``(rows, what they are, default folder)`` of ``relbench export --release``: the
+    release's rows of the tasks file's tasks, or the cells of their pages."""
+    from relbench.config import load_suite
+    from relbench.summary import release_rows, task_summary
+    from relbench.verify import read_release
+
+    if not args.tasks.exists():
+        raise ConfigError(f"{args.tasks}: no such tasks file. Pass the tasks file of the release, e.g. "
+                          f"`relbench export tasks.yaml --release`.")
+    if args.precision:
+        os.environ[PRECISION_ENV] = args.precision
+    suite = load_suite(args.tasks, registry)
+    path = args.release if args.release != RELEASE_DEFAULT else _release_path(args)
+    if not path.is_file():
+        raise UserError(f"{path}: no release results table there; pass one, e.g. `--release "
+                        f"leaderboards/results.parquet`.")
+    rows = read_release(path)
+    tasks = [t for t in suite.tasks if t.name in set(rows["task"])]
+    if not tasks:
+        raise UserError(f"{path} holds no rows of the tasks of {args.tasks}; pass the tasks file of that release.")
+    folder = args.output or suite.output
+    if args.summary:
+        frames = {t.name: task_summary(t, release_rows(rows, t.name)) for t in tasks}
+        return (*_summarised(frames), folder)
+    mine = rows[rows["task"].isin([t.name for t in tasks])].reset_index(drop=True)
+    return mine, f"the {len(mine)} result rows of {len(tasks)} tasks of the release {path}", folder
+
+
+def _summarised(frames: dict):
+    """The tasks' summary frames (task → frame or None) as one table, and what it holds,
+    naming the tasks that gave no cells (no rows, or a kind that gives no summary)."""
+    from relbench.summary import combined
+
+    df = combined(list(frames.values()))
+    silent = [name for name, frame in frames.items() if frame is None]
+    return df, (f"the {len(df)} page cells of {len(frames) - len(silent)} tasks"
+                + (f" (none from {', '.join(silent)}: no rows, or a kind that gives no summary)" if silent else ""))
+
+
+def _release_path(args) -> Path:
+    """The results table of the release beside ``args.tasks`` (leaderboards/results.parquet)."""
+    from relbench.leaderboard import RELEASE
+    from relbench.publish import default_folder
+
+    return default_folder(args.tasks) / RELEASE
 
 
 def _cmd_cache(args) -> int:

@@ -53,7 +53,7 @@ def write(df: pd.DataFrame, path: Path, fmt: str) -> Path:
     """Flatten ``df`` (see :func:`flatten`) and write it to ``path`` as ``fmt``.
 
     ``fmt`` is one of :data:`FORMATS`: ``parquet`` (through pyarrow, zstd-compressed), ``csv`` (with a
-    header line) or ``jsonl`` (one JSON object per row). Missing parent folders are
+    header line) or ``jsonl`` (one JSON object per row, floats exact). Missing parent folders are
     created. Returns ``path``; raises ``ValueError`` for another format.
     """
     if fmt not in FORMATS:
@@ -66,8 +66,38 @@ def write(df: pd.DataFrame, path: Path, fmt: str) -> Path:
     elif fmt == "csv":
         flat.to_csv(path, index=False)
     else:
-        flat.to_json(path, orient="records", lines=True, force_ascii=False)
+        _write_jsonl(flat, path)
     return path
+
+
+def _write_jsonl(flat: pd.DataFrame, path: Path) -> None:
+    """One JSON object per row, every float written exactly (as Python's ``repr`` does;
+    pandas' own writer keeps 10 digits) and missing values as null."""
+    rows = flat.astype(object).where(flat.notna(), None).to_dict("records")
+    with open(path, "w", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False, default=_json_default) + "\n")
+
+
+def gathered(rows: pd.DataFrame, column: str) -> list[dict | None]:
+    """Per row of a flat table (:func:`flatten`'s, e.g. a release's ``results.parquet``),
+    the nested record that ``column`` held before it was flattened: its dotted columns
+    (``per_sample.n``, ``extra.samples.train``) gathered back into a dict, missing
+    leaves left out; None for a row with none."""
+    fields = [c for c in rows.columns if str(c).startswith(f"{column}.")]
+    records: list[dict | None] = []
+    for values in rows[fields].itertuples(index=False):
+        record: dict = {}
+        for name, value in zip(fields, values):
+            if pd.api.types.is_scalar(value) and pd.isna(value):
+                continue
+            *path, leaf = name.split(".")[1:]
+            inner = record
+            for key in path:
+                inner = inner.setdefault(key, {})
+            inner[leaf] = value
+        records.append(record or None)
+    return records
 
 
 def _leaves(prefix: str, value: Any) -> Iterator[tuple[str, Any]]:

@@ -98,6 +98,10 @@ class Plugin:
     #: former names of the plugin, still accepted in tasks files with a deprecation
     #: message (results are shared: identity is the class, not the name)
     aliases: ClassVar[tuple[str, ...]] = ()
+    #: the class attributes by which plugins of this interface declare what they are
+    #: (a metric's direction, a similarity's invariances …), shown by ``relbench plugins
+    #: NAME``; a name whose attribute is a method is shown as what calling it returns
+    declarations: ClassVar[tuple[str, ...]] = ()
 
     def params(self) -> dict[str, Any]:
         """The parameters of this instance as a plain dict (recorded in every row)."""
@@ -434,6 +438,7 @@ class Similarity(Plugin, ABC):
     """
 
     interface: ClassVar[str] = "similarity"
+    declarations: ClassVar[tuple[str, ...]] = ("invariances",)
     #: the transforms of a bank, applied to its embeddings and anchors alike (and to the
     #: rows it is fitted on), that leave its relative features unchanged for every value
     #: of its parameters: any of :data:`INVARIANCES`. Documentation that
@@ -490,6 +495,7 @@ class Regularizer(Plugin, ABC):
     """An extra loss term added while a head (and its adapter) trains."""
 
     interface: ClassVar[str] = "regularizer"
+    declarations: ClassVar[tuple[str, ...]] = ("needs_adapter", "needs_partner_banks")
     #: True when the regularizer acts on a trainable adapter in front of the frozen
     #: encoder (the stitcher then inserts one)
     needs_adapter: ClassVar[bool] = False
@@ -649,6 +655,7 @@ class Stitcher(Plugin, ABC):
     """
 
     interface: ClassVar[str] = "stitcher"
+    declarations: ClassVar[tuple[str, ...]] = ("role", "uses_similarity", "uses_anchors", "needs_both_spaces")
     #: False when the similarity plays no part (absolute heads, IRP, Procrustes): the
     #: grid then does not repeat the stitcher for every similarity
     uses_similarity: ClassVar[bool] = True
@@ -710,6 +717,7 @@ class Metric(Plugin, ABC):
     :meth:`compute`. Neither declaration enters a unit's identity (the class does)."""
 
     interface: ClassVar[str] = "metric"
+    declarations: ClassVar[tuple[str, ...]] = ("direction", "aggregation", "output")
     #: the metric's direction, declared where it is produced: result rows carry it
     #: (``higher`` or ``lower``) and pages read only that
     higher_is_better: ClassVar[bool] = True
@@ -950,6 +958,7 @@ class TaskKind(Plugin, ABC):
     """
 
     interface: ClassVar[str] = "task_kind"
+    declarations: ClassVar[tuple[str, ...]] = ("axes", "paired_on", "row_fields", "uses_encoders")
     #: the columns that identify a cell of this kind's results (``seed`` is the
     #: runner's); result rows carry them flat, and claims filter on them
     columns: ClassVar[tuple[str, ...]] = ()
@@ -1041,6 +1050,21 @@ class TaskKind(Plugin, ABC):
         drew, so a kind may hand over what it computed there instead of computing it
         twice); the leaderboard manifest keeps them with the page, so a run that redraws
         no page does not call it again."""
+        return None
+
+    def summary_cells(self, results: pd.DataFrame, page: Page) -> list[dict[str, Any]] | None:
+        """The cells of the task's page as rows of ``relbench export --summary``
+        (:mod:`relbench.summary`), computed as the page computes them, or None (the kind
+        gives no summary; the default). Each cell is a dict with the kind's method
+        columns (:func:`relbench.summary.method_columns`: the interfaces of its
+        :attr:`axes` that are also :attr:`columns`, each the plugin label, None where the
+        combination has no plugin there), ``metric``, ``score``, ``low`` and ``high``
+        (the ends of its 95 % interval, None when the page shows none), ``n`` (the seeds
+        the score is a mean over) and ``tie_group`` (True when the page counts it in the
+        best's group of indistinguishable cells, False when it does not, None where the
+        page ranks no such cell); it may add typed keys of its own (stitching: which
+        score of the combination, ``measure``). Called with the rows and ``page`` that
+        :meth:`page` receives, without drawing the page."""
         return None
 
     @classmethod

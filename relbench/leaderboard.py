@@ -264,13 +264,20 @@ def _read_manifest(out: Path) -> dict:
     return manifest if isinstance(manifest, dict) else {}
 
 
+def task_page(out: Path, task: Task, store: ResultStore | None = None) -> Page:
+    """The :class:`Page` a task's kind draws into under ``out``, with the task's metric
+    plugins to rescore per-sample predictions (what every computation of the page's
+    numbers must be given, so that they are the page's)."""
+    return Page(out, task.name, store, metrics={m.label: m.build() for m in task.metrics})
+
+
 def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Holding) -> dict:
     """Write one task's page; return its manifest entry (files, index line, ranking,
     the cells of its kind's index section, and :meth:`Holding.record`: what the page was
     drawn from)."""
     df = store.load(task.name, units=units)
     kind = task.kind.build()
-    page = Page(out, task.name, store, metrics={m.label: m.build() for m in task.metrics})
+    page = task_page(out, task, store)
     path = inside(out, task.name, ".md")
     if df.empty:
         atomic_write_bytes(path, (f"# {task.name}\n\n{summary(task, kind, None, 'neutral', empty=True)}\n"

@@ -48,11 +48,15 @@ def undocumented(cls: type) -> list[str]:
 def describe(registered: Registered) -> dict[str, Any]:
     """Everything known about one registered plugin, as a JSON-able dict.
 
-    Keys: ``name``, ``interface``, ``class`` (``module:qualname``), ``package``,
-    ``version`` (the author's version of the method), ``aliases`` (former names, still
-    accepted), ``columns`` (for a task kind: the
-    columns identifying its cells; else empty), ``summary``, ``doc`` (the class's own
-    docstring) and ``parameters``, a list of
+    Keys: ``name``, ``interface``, ``class`` (``module:qualname``), ``package`` (the
+    distribution that provides it, "name version"), ``package_version`` (that
+    distribution's version; "" where none is known), ``version`` (the author's version
+    of the method, :attr:`~relbench.interfaces.Plugin.version`; both versions are part
+    of a unit's identity), ``aliases`` (former names, still accepted), ``columns`` (for
+    a task kind: the columns identifying its cells; else empty), ``declarations`` (what
+    its interface's :attr:`~relbench.interfaces.Plugin.declarations` name, by name: a
+    metric's direction and aggregation, a similarity's invariances …), ``summary``,
+    ``doc`` (the class's own docstring) and ``parameters``, a list of
     ``{name, type, choices, default, required, doc}``: ``choices`` lists the allowed values
     of a ``Literal`` parameter (else null); ``default`` is null for a required parameter
     and the ``repr`` string of a default JSON cannot hold.
@@ -68,30 +72,81 @@ def describe(registered: Registered) -> dict[str, Any]:
             "doc": docs.get(name, ""),
         })
     return {"name": cls.name, "interface": cls.interface, "class": f"{cls.__module__}:{cls.__qualname__}",
-            "package": registered.package, "version": str(getattr(cls, "version", "")),
-            "aliases": list(registered.aliases),
+            "package": registered.package, "package_version": package_version(registered.package),
+            "version": str(getattr(cls, "version", "")), "aliases": list(registered.aliases),
+            "declarations": declarations(cls),
             "columns": list(getattr(cls, "columns", ())), "summary": registered.summary, "doc": own_docstring(cls),
             "parameters": parameters}
 
 
+def package_version(package: str) -> str:
+    """The version in a registered plugin's ``package`` ("relbench 0.1.0" → "0.1.0"; ""
+    where it names none, e.g. a module loaded with ``--plugin`` that has no ``__version__``)."""
+    words = package.split()
+    return words[1] if len(words) > 1 and not words[1].startswith("(") else ""
+
+
+def declarations(cls: type) -> dict[str, Any]:
+    """What ``cls`` declares about itself, by the names its interface lists in
+    ``declarations``, as JSON values: a method is called (a metric's ``direction()``), a
+    set becomes a sorted list, a mapping a dict, a type its name, a dataclass (a grid
+    :class:`~relbench.interfaces.Axis`) the dict of its fields."""
+    out = {}
+    for name in getattr(cls, "declarations", ()):
+        value = getattr(cls, name, None)
+        out[name] = _declared(value() if callable(value) and not isinstance(value, type) else value)
+    return out
+
+
+def _declared(value: Any) -> Any:
+    """One declared value as JSON can hold it (see :func:`declarations`)."""
+    if isinstance(value, (set, frozenset)):
+        return sorted(_declared(v) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [_declared(v) for v in value]
+    if isinstance(value, typing.Mapping):
+        return {str(k): _declared(v) for k, v in value.items()}
+    if isinstance(value, type):
+        return value.__name__
+    if dataclasses.is_dataclass(value):
+        return {f.name: _declared(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return _jsonable(value)
+
+
 def format_plugin(registered: Registered) -> str:
     """A human-readable page for one plugin: a header line (name, interface, package and
-    class), its former names if it has any, the docstring, then one line per parameter:
-    name, type, choices, default, doc."""
+    class), its versions (the method's own and its package's), its former names if it
+    has any, the docstring, what it declares (:func:`declarations`), then one line per
+    parameter: name, type, choices, default, doc."""
     info = describe(registered)
-    lines = [f"{info['name']}  ({info['interface']}, {info['package']}, {info['class']})"]
+    lines = [f"{info['name']}  ({info['interface']}, {info['package']}, {info['class']})",
+             f"Version: {info['version'] or '?'} (the method's own) · package {info['package'] or '?'}"]
     if info["aliases"]:
         lines.append(f"Former names (deprecated, still accepted): {', '.join(info['aliases'])}")
     if info["doc"]:
         lines += ["", *("    " + line if line else "" for line in info["doc"].splitlines())]
     if info["columns"]:
         lines += ["", f"Columns of its results: seed, {', '.join(info['columns'])}"]
+    if info["declarations"]:
+        lines += ["", "Declares:", *(f"  {name}: {_shown(value)}" for name, value in info["declarations"].items())]
     lines += ["", "Parameters:" if info["parameters"] else "Parameters: none"]
     for p in info["parameters"]:
         choices = f" one of {', '.join(json.dumps(c) for c in p['choices'])};" if p["choices"] else ""
         default = "required" if p["required"] else f"default {json.dumps(p['default'])}"
         lines.append(f"  {p['name']}: {p['type']};{choices} {default}" + (f" — {p['doc']}" if p["doc"] else ""))
     return "\n".join(lines)
+
+
+def _shown(value: Any) -> str:
+    """A declared value as ``relbench plugins NAME`` prints it: a list as its items
+    joined by commas (``none`` when empty), a dict as ``key value`` pairs (an inner dict
+    in parentheses), text as is, anything else as JSON."""
+    if isinstance(value, list):
+        return ", ".join(map(_shown, value)) or "none"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} ({_shown(v)})" if isinstance(v, dict) else f"{k} {_shown(v)}"
+                         for k, v in value.items()) or "none"
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _type_name(annotation: Any) -> str:

@@ -44,6 +44,7 @@ from tabulate import tabulate
 from relbench import __version__
 from relbench.cache import CACHE_ENV, file_sha256
 from relbench.errors import UserError
+from relbench.export import gathered
 from relbench.publish import SHOWN, listed
 from relbench.results import THREADS_PREFIX, ResultStore, environment, threads_named
 from relbench.rows import packages
@@ -302,10 +303,7 @@ def _keyed(rows: pd.DataFrame, columns: list[str]) -> dict[tuple, dict]:
 
 def _per_sample(rows: pd.DataFrame) -> pd.DataFrame:
     """Release rows with their flat ``per_sample.*`` columns gathered into one record each."""
-    fields = [c for c in rows if c.startswith("per_sample.")]
-    records = [{f.split(".", 1)[1]: v for f, v in zip(fields, values) if not (pd.api.types.is_scalar(v) and pd.isna(v))}
-               or None for values in rows[fields].itertuples(index=False)] if fields else [None] * len(rows)
-    return rows.assign(per_sample=records)
+    return rows.assign(per_sample=gathered(rows, "per_sample"))
 
 
 def half_interval(unit_rows: pd.DataFrame, index: Any, columns: list[str], metric: Any) -> float | None:

@@ -152,3 +152,85 @@ def test_every_installed_plugin_is_described():
         json.dumps(info, allow_nan=False)
         assert info["name"] and info["interface"] and ":" in info["class"]
         assert all({"name", "type", "choices", "default", "required", "doc"} <= set(p) for p in info["parameters"])
+
+
+# ----------------------------------------------------------------------------- `relbench plugins NAME`
+
+
+def _shown(cli_main, capsys, *args: str) -> str:
+    assert cli_main(["plugins", *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_a_metric_shows_its_direction_aggregation_versions_and_parameters(cli_main, capsys):
+    from relbench_metrics.classification import Accuracy
+
+    text = _shown(cli_main, capsys, "accuracy")
+    assert "Version: 1 (the method's own)" in text and "package relbench " in text
+    declared = text.split("\nDeclares:\n")[1].split("\n\n")[0].splitlines()
+    assert declared == [f"  direction: {Accuracy.direction()}", f"  aggregation: {Accuracy.aggregation}",
+                        f"  output: {Accuracy.output}"]
+
+
+def test_a_lower_is_better_metric_says_lower(cli_main, capsys, registry):
+    lower = [n for n in registry.names("metric") if not registry.by_interface["metric"][n].cls.higher_is_better]
+    assert lower, "the built-in metrics hold one whose lower values are better"
+    assert "  direction: lower" in _shown(cli_main, capsys, f"metric:{lower[0]}")
+
+
+def test_a_similarity_shows_its_declared_invariances(cli_main, capsys, registry):
+    cls = registry.by_interface["similarity"]["cosine"].cls
+    text = _shown(cli_main, capsys, "similarity:cosine")
+    assert f"  invariances: {', '.join(sorted(cls.invariances))}" in text.splitlines()
+    assert "  center: bool; default false" in text  # its parameter with type and default
+
+
+def test_a_kind_shows_its_axes_columns_and_row_fields(cli_main, capsys):
+    text = _shown(cli_main, capsys, "task_kind:stitching")
+    assert "Version: 2 (the method's own)" in text
+    lines = text.splitlines()
+    axes = next(line for line in lines if line.startswith("  axes: "))
+    assert "selectors (interface selector, allows_none false)" in axes
+    assert "regularizers (interface regularizer, allows_none true)" in axes
+    assert "  row_fields: role str, needs_both_spaces bool" in lines
+    assert any(line.startswith("Columns of its results: seed, selector, similarity") for line in lines)
+
+
+def test_json_holds_the_same_fields_as_the_page(cli_main, capsys, registry):
+    for name in ("metric:accuracy", "similarity:cosine", "task_kind:stitching"):
+        info, = json.loads(_shown(cli_main, capsys, name, "--json"))
+        reg = registry.find(name)[0]
+        assert info == json.loads(json.dumps(describe(reg)))  # a round trip changes nothing
+        text = _shown(cli_main, capsys, name)
+        assert f"Version: {info['version']} (the method's own) · package {info['package']}" in text
+        assert info["package_version"] and info["package"].endswith(info["package_version"])
+        for key, value in info["declarations"].items():
+            assert any(line.startswith(f"  {key}: ") for line in text.splitlines()), key
+        for p in info["parameters"]:
+            assert f"  {p['name']}: {p['type']};" in text
+    metric, = json.loads(_shown(cli_main, capsys, "metric:accuracy", "--json"))
+    assert metric["declarations"] == {"direction": "higher", "aggregation": "mean", "output": "labels"}
+    sim, = json.loads(_shown(cli_main, capsys, "similarity:cosine", "--json"))
+    assert sim["declarations"] == {"invariances": ["orthogonal", "permutation", "scale"]}
+
+
+def test_an_unknown_name_exits_2_with_a_suggestion(cli_main, capsys):
+    assert cli_main(["plugins", "cosin"]) == 2
+    assert "did you mean 'cosine'" in capsys.readouterr().err
+
+
+def test_declarations_become_json_values():
+    from relbench.interfaces import Axis, TaskKind
+    from relbench.plugin_docs import declarations, package_version
+
+    class Kind(TaskKind):
+        name: ClassVar[str] = "toy-declared"
+        axes: ClassVar[dict] = {"selectors": Axis("selector", allows_none=True)}
+        row_fields: ClassVar[dict] = {"flag": bool}
+        paired_on: ClassVar[tuple] = ("source",)
+
+    assert declarations(Kind) == {"axes": {"selectors": {"interface": "selector", "allows_none": True}},
+                                  "paired_on": ["source"], "row_fields": {"flag": "bool"}, "uses_encoders": True}
+    assert declarations(NumpyStyle) == {"invariances": []}
+    assert package_version("relbench 0.1.0") == "0.1.0"
+    assert package_version("my_method (not installed)") == "" and package_version("?") == ""

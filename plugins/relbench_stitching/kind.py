@@ -323,10 +323,21 @@ class Stitching(TaskKind):
         """Per combination, its stitched score, 95 % interval and place in the page's
         bold group (:func:`relbench_stitching.page.index_cells`), from the scores
         :meth:`page` computed for these rows (computed here when it drew others)."""
-        drawn, scored = getattr(self, "_drawn", (None, None))
-        if drawn is not results:
-            scored = pages.score(results, page)
+        scored = self._scored(results, page)
         return pages.index_cells(scored, pages.encoder_views(results)) if scored else None
+
+    def summary_cells(self, results: pd.DataFrame, page: Page) -> list[dict] | None:
+        """Every score of the page's ranking and reference tables, per combination,
+        metric and measure (stitched or own), with its interval, seeds and place in the
+        bold group (:func:`relbench_stitching.page.summary_cells`), from the scores the
+        page draws (computed here when :meth:`page` drew other rows)."""
+        scored = self._scored(results, page)
+        return pages.summary_cells(scored) if scored else None
+
+    def _scored(self, results: pd.DataFrame, page: Page) -> pages.Scored | None:
+        """The scores :meth:`page` computed for ``results``, or computed now for other rows."""
+        drawn, scored = getattr(self, "_drawn", (None, None))
+        return scored if drawn is results else pages.score(results, page)
 
     @classmethod
     def index_section(cls, cells_by_task: dict[str, list[dict]]) -> str | None:

@@ -563,3 +563,36 @@ def index_cells(scored: Scored, views: list[str]) -> list[dict]:
                           "direction": scored.direction[metric], "views": views,
                           "seconds": cost.get(tuple(r[COMBO]))})
     return cells
+
+
+#: the measures of a combination a stitching page shows: stitched (off-diagonal) and own space (diagonal)
+MEASURES = ("stitched", "own")
+
+
+def summary_cells(scored: Scored) -> list[dict]:
+    """Every score the page's ranking and reference tables show, as the cells of
+    ``relbench export --summary`` (:meth:`~relbench.interfaces.TaskKind.summary_cells`):
+    per metric, per combination in the page's order (ranked methods, then references)
+    and per measure (``stitched`` or ``own``) with a score, the combination's plugin
+    labels (None where it has none), ``score``, ``low``/``high`` (the page's 95 %
+    interval, None where it shows ± std instead), ``n`` (seeds), ``tie_group`` (for the
+    first metric's stitched scores of ranked methods: in the page's bold group; None
+    elsewhere), ``rank`` (the page's row number, None where unranked) and ``reference``."""
+    base = scored.scores[scored.metrics[0]]
+    order = [tuple(c) for c in pd.concat([scored.methods, base[base["reference"]]])[COMBO].itertuples(index=False)]
+    ranks = {tuple(c): rank for rank, c in enumerate(scored.methods[COMBO].itertuples(index=False), 1)}
+    cells = []
+    for metric in scored.metrics:
+        rows = {tuple(r[COMBO]): r for _, r in scored.scores[metric].iterrows()}
+        for combo in (c for c in order if c in rows):
+            r = rows[combo]
+            for measure in MEASURES:
+                if math.isnan(r[measure]):
+                    continue
+                ranked = metric == scored.metrics[0] and measure == "stitched" and combo in ranks
+                cells.append({**{c: None if v == "-" else v for c, v in zip(COMBO, combo)}, "metric": metric,
+                              "measure": measure, "score": float(r[measure]), "low": _finite(r[f"{measure}_lo"]),
+                              "high": _finite(r[f"{measure}_hi"]), "n": int(r["seeds"]),
+                              "tie_group": bool(r["tie"]) if ranked else None,
+                              "rank": ranks[combo] if ranked else None, "reference": bool(r["reference"])})
+    return cells
