@@ -802,6 +802,7 @@ class SpaceMeasure(Plugin, ABC):
     #: value of its parameters: any of :data:`INVARIANCES`. Documentation that
     #: :func:`relbench.testing.check_space_measure` verifies; not part of the identity
     invariances: ClassVar[frozenset[str]] = frozenset()
+    declarations: ClassVar[tuple[str, ...]] = ("higher_is_similar", "symmetric", "invariances")
 
     @classmethod
     def direction(cls) -> Direction:
