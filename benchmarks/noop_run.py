@@ -11,12 +11,12 @@ suite once first (`relbench run tasks.yaml`).
 
 ``--from-release leaderboards/results.parquet`` measures the no-op on a store of the
 published results instead, without computing them: a temporary store gets one line per
-planned unit, holding that unit's rows of the release (flat, as the release has them) with
-the plan's identity, key and inputs, so that the store's size and the plan are the full
-suite's. Its rows are not the nested rows a page draws from, so the pages are not drawn
-from it: the no-op with pages runs on a copy of the committed leaderboards folder whose
-manifest is restamped as drawn from this store (each page's digest of its lines), which
-is what a folder looks like when nothing changed since its pages were drawn.
+planned unit, holding that unit's rows of the release (nested back as a store holds them,
+:func:`relbench.reuse.nested`) with the plan's identity, key and inputs, so that the
+store's size and the plan are the full suite's. The no-op with pages runs on a copy of the
+committed leaderboards folder whose manifest is restamped as drawn from this store (each
+page's digest of its lines), which is what a folder looks like when nothing changed since
+its pages were drawn.
 
     python benchmarks/noop_run.py [tasks.yaml] [--repeat 3] [--from-release PARQUET]
 """

@@ -57,6 +57,7 @@ from relbench.interfaces import (
 from relbench.console import progress_bar
 from relbench.pages import Page, arrow, directions, fmt, listing, lower_is_better, slug, sparse_figure, table
 from relbench.precision import autocast
+from relbench.reuse import ORIGIN, origin_marks
 from relbench.rows import metric_row
 from relbench.samples import predictions as per_sample_predictions
 from relbench.samples import values as per_sample_values
@@ -146,6 +147,8 @@ __all__ = [
     "table",
     "listing",
     "sparse_figure",
+    "ORIGIN",
+    "origin_marks",
     # training heads and adapters
     "HeadSettings",
     "NonFinite",

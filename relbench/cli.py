@@ -24,6 +24,7 @@ from relbench.errors import ConfigError, UserError
 from relbench.precision import PRECISION_ENV, PRECISIONS, slow_bf16_note
 
 from relbench.run_summary import EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, EXIT_USER  # noqa: F401 - re-exported
+from relbench.run_summary import RunSummary
 
 
 #: the memory one ``-j`` worker may need: the largest task's measured peak (about 2.1 GB) and room
@@ -94,6 +95,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
     run.add_argument("--force", action="store_true",
                      help="recompute every selected unit (new lines are appended; embeddings stay cached)")
+    run.add_argument("--reuse", type=Path, nargs="?", const=RELEASE_DEFAULT, metavar="FILE",
+                     help="before running, take into the results store the rows of every planned unit that a "
+                          "published release holds with the same identity (the same inputs, plugin versions and "
+                          "protocol) and the store does not, marked as taken from the release; compute only the "
+                          "rest (default FILE: results.parquet in leaderboards/ at the top of the checkout holding "
+                          "the tasks file, the shipped release)")
     run.add_argument("--task", action="append", dest="only", metavar="NAME",
                      help="run only the tasks matching this name or glob pattern, e.g. 'fashion-*' (repeatable)")
     run.add_argument("--output", type=Path, help="results directory (default: suite.output)")
@@ -312,11 +319,16 @@ def _run(args, registry) -> int:
     command = "relbench " + " ".join(sys.argv[1:])
     runner = Runner(suite, registry, force=args.force, quiet=args.quiet, only=args.only, output=args.output,
                     command=command)
+    if args.reuse and (args.dry_run or args.force):
+        raise UserError(f"--reuse writes a release's rows into the results store before computing the rest; "
+                        f"{'--dry-run writes nothing' if args.dry_run else '--force recomputes every unit'}. "
+                        f"Leave out one of them.")
     if args.dry_run:
         return _dry_run(runner, args.json)
     from relbench.progress import opening
 
     _say(args.quiet, opening(runner.tasks(), suite.file, suite.smoke))
+    taken = _reuse(args, runner) if args.reuse else RunSummary("")
     if not args.no_leaderboard:
         ensure_writable_dir(leaderboards, "The leaderboards directory",
                             "`suite.leaderboards` in the tasks file or `relbench run --leaderboards DIR`")
@@ -333,15 +345,31 @@ def _run(args, registry) -> int:
         raise UserError("-j N starts local worker processes and --executor ray schedules on Ray's workers; choose "
                         "one (Ray uses every CPU of its cluster).")
     with _fixed_threads(args.threads):
-        return _execute(args, suite, runner, executor, jobs, command)
+        return _execute(args, suite, runner, executor, jobs, command, taken)
 
 
-def _execute(args, suite, runner, executor: str, jobs: int, command: str) -> int:
-    """A planned run's work: serial, in ``jobs`` local workers or on Ray; its exit code."""
+def _reuse(args, runner) -> RunSummary:
+    """``--reuse``: the release's rows of every planned unit the store lacks, taken into
+    the store before any work (:func:`relbench.reuse.reuse_release`; the workers of a
+    ``-j`` run then find them done); what was taken, as a summary to add to the run's."""
+    from relbench.results import ResultStore
+    from relbench.reuse import reuse_release
+
+    runner.store.ensure_writable()
+    path = _release_path(args) if args.reuse == RELEASE_DEFAULT else args.reuse
+    # written through a store of its own, so that the runner's store sees its files changed and plans again
+    taken = reuse_release(runner.plans(), path, ResultStore(runner.store.root))
+    _say(args.quiet, f"took {taken.units:,} units from the release {taken.describe()} into {runner.store.root}")
+    return RunSummary("", from_release=((taken.describe(), taken.units),))
+
+
+def _execute(args, suite, runner, executor: str, jobs: int, command: str, taken: RunSummary) -> int:
+    """A planned run's work: serial, in ``jobs`` local workers or on Ray; its exit code.
+    ``taken``: what ``--reuse`` took from a release before (added to the run's summary)."""
     parallel = executor == "local" and jobs > 1 and len(runner.tasks()) > 1
     _announce(runner, jobs if parallel else 1, args.quiet)
     if parallel:
-        return _run_jobs(args, suite, runner, jobs, command)
+        return _run_jobs(args, suite, runner, jobs, command, taken)
     interrupted = False
     try:
         if executor == "ray":
@@ -354,7 +382,7 @@ def _execute(args, suite, runner, executor: str, jobs: int, command: str) -> int
     except KeyboardInterrupt:
         interrupted = True
         summary = runner.summary()
-    return _report(args, runner, summary, EXIT_INTERRUPTED if interrupted else None)
+    return _report(args, runner, summary.merge(taken), EXIT_INTERRUPTED if interrupted else None)
 
 
 def _report(args, runner, summary, code: int | None) -> int:
@@ -444,11 +472,11 @@ def _fixed_threads(count: int | None) -> Iterator[None]:
                 os.environ[var] = value
 
 
-def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
+def _run_jobs(args, suite, runner, jobs: int, command: str, taken: RunSummary) -> int:
     from relbench.parallel import estimated_seconds, run_parallel
     from relbench.plugins import DISABLE_ENV, PLUGINS_ENV
     from relbench.progress import unit_costs
-    from relbench.run_summary import RunSummary, merged
+    from relbench.run_summary import merged
     from relbench.worker import WorkerJob
 
     runner.store.ensure_writable()
@@ -476,7 +504,7 @@ def _run_jobs(args, suite, runner, jobs: int, command: str) -> int:
         else (EXIT_OK, RunSummary(""))
     reused = [RunSummary(name, planned=len(plan.units), reused=len(plan.units))
               for name, plan in plans.items() if not plan.todo]  # as a serial run counts them
-    summary = merged([*runner.summaries.values(), *reused, ran])  # runner.summaries: tasks failed in planning
+    summary = merged([*runner.summaries.values(), *reused, ran, taken])  # runner.summaries: tasks failed in planning
     return _report(args, runner, summary, code)
 
 
@@ -617,7 +645,7 @@ def _release_export(args, registry):
     release's rows of the tasks file's tasks, or the cells of their pages."""
     from relbench.config import load_suite
     from relbench.summary import release_rows, task_summary
-    from relbench.verify import read_release
+    from relbench.reuse import read_release
 
     if not args.tasks.exists():
         raise ConfigError(f"{args.tasks}: no such tasks file. Pass the tasks file of the release, e.g. "

@@ -49,6 +49,7 @@ from relbench.progress import SMOKE
 from relbench.protocol import describe
 from relbench.provenance import KEYS, sources_page
 from relbench.results import ResultStore
+from relbench.reuse import reuse_statement
 from relbench.rows import TASK_ERROR
 from relbench.claims import cell_count, claims_section, filtered
 from relbench.uncertainty import fmt_interval
@@ -125,7 +126,8 @@ def _values(df: pd.DataFrame, column: str) -> list[str]:
 
 def provenance(df: pd.DataFrame) -> str:
     """Where a page's numbers came from: commands, relbench version and revision,
-    device, precision (:mod:`relbench.precision`), environment, date of the last run, seeds, and every plugin package."""
+    device, precision (:mod:`relbench.precision`), environment, date of the last run, seeds, how many units were
+    taken from a release (:func:`relbench.reuse.reuse_statement`), and every plugin package."""
     runs = _values(df, "run")
     date = runs[-1][:8] if runs else "?"
     date = f"{date[:4]}-{date[4:6]}-{date[6:8]}" if len(date) == 8 else date
@@ -138,7 +140,7 @@ def provenance(df: pd.DataFrame) -> str:
     packages = sorted({p for ps in df.get("packages", pd.Series(dtype=object)).dropna() for p in ps})
     return (f"Produced by `{'`, `'.join(_values(df, 'command'))}` with relbench {', '.join(_values(df, 'relbench'))}"
             f"{f' (git {git})' if git else ''} on {', '.join(_values(df, 'device')) or '?'}{at}{env}, last run {date}; "
-            f"seeds {seeds}. Only results of the current tasks file are shown. {GENERATED}\n\n"
+            f"seeds {seeds}. {reuse_statement(df)}Only results of the current tasks file are shown. {GENERATED}\n\n"
             f"{listing('Plugins from', packages or ['?'])}\n")
 
 

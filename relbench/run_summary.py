@@ -7,10 +7,11 @@ the parent (:mod:`relbench.worker`), a Ray shard returns its own
 end of a run the same way whichever executor ran it.
 
 A task's units fall in four parts: ``reused`` (stored with the same identity before
-this run), ``ran`` (computed in this run and stored, ``failed`` ones included as their
-error rows), ``missing`` (neither stored nor failed: interrupted, or lost with a
-worker) and the units a task that failed as a whole left uncomputed, which count as
-``failed`` too.
+this run; ``from_release`` says how many of them ``relbench run --reuse`` took from a
+published release just before, :mod:`relbench.reuse`), ``ran`` (computed in this run
+and stored, ``failed`` ones included as their error rows), ``missing`` (neither
+stored nor failed: interrupted, or lost with a worker) and the units a task that
+failed as a whole left uncomputed, which count as ``failed`` too.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ class RunSummary:
     recomputed: tuple[tuple[str, int], ...] = ()  #: units that replaced older ones, by the fields that changed
     shared_computed: tuple[tuple[str, int], ...] = ()  #: shared work computed, by what it is
     shared_reused: tuple[tuple[str, int], ...] = ()  #: shared work reused, by what it is
+    #: units taken into the store from a published release before the run (counted in ``reused``), by release
+    from_release: tuple[tuple[str, int], ...] = ()
     failures: tuple[str, ...] = ()  #: one line per failure (unit, cell or task)
 
     def to_json(self) -> str:
@@ -52,7 +55,7 @@ class RunSummary:
     def from_json(cls, text: str) -> RunSummary:
         """The summary :meth:`to_json` wrote (keys it does not know are ignored)."""
         data = json.loads(text)
-        pairs = {"recomputed", "shared_computed", "shared_reused"}
+        pairs = {"recomputed", "shared_computed", "shared_reused", "from_release"}
         return cls(**{f.name: tuple(map(tuple, data[f.name])) if f.name in pairs else
                       tuple(data[f.name]) if f.name == "failures" else data[f.name]
                       for f in fields(cls) if f.name in data})
@@ -71,7 +74,7 @@ class RunSummary:
             recomputed=_add(self.recomputed, other.recomputed),
             shared_computed=_add(self.shared_computed, other.shared_computed),
             shared_reused=_add(self.shared_reused, other.shared_reused),
-            failures=self.failures + other.failures)
+            from_release=_add(self.from_release, other.from_release), failures=self.failures + other.failures)
 
 
 @dataclass
@@ -123,20 +126,28 @@ def merged(summaries: list[RunSummary]) -> RunSummary:
 
 def accounting(summary: RunSummary) -> str:
     """The end-of-run paragraph: banks encoded and reused, units ran (recomputed, and
-    why), reused and shared, then cells not achievable and units failed or missing when
-    there are any."""
+    why), reused (and how many of them came from a release) and shared, then cells not
+    achievable and units failed or missing when there are any."""
     recomputed = sum(n for _, n in summary.recomputed)
     why = "; ".join(f"{n}: {changed} changed" for changed, n in summary.recomputed)
     lines = [f"encoded {summary.encoded} (encoder, split) banks, reused {summary.cached} from the cache; "
              f"ran {summary.ran} units ({recomputed} recomputed{f' — {why}' if why else ''}; "
              f"{summary.ran - recomputed} new, retried or forced), reused {summary.reused} already "
-             f"finished with the same identity." + _shared(summary)]
+             f"finished with the same identity." + _from_release(summary) + _shared(summary)]
     if summary.not_achievable:
         lines.append(f"{summary.not_achievable} cells are not achievable by design (recorded as such).")
     if summary.failed or summary.missing:
         lines.append(f"{summary.failed} units failed, {summary.missing} were not stored (the next run computes "
                      f"them).")
     return "\n".join(lines)
+
+
+def _from_release(summary: RunSummary) -> str:
+    """`` Of those, reused 3,100 units from leaderboards/results.parquet (revision abc1234).``
+    (empty when the run took nothing from a release)."""
+    if not summary.from_release:
+        return ""
+    return " Of those, reused " + "; ".join(f"{n:,} units from {release}" for release, n in summary.from_release) + "."
 
 
 def _shared(summary: RunSummary) -> str:

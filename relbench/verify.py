@@ -47,6 +47,7 @@ from relbench.errors import UserError
 from relbench.export import gathered
 from relbench.publish import SHOWN, listed
 from relbench.results import THREADS_PREFIX, ResultStore, environment, threads_named
+from relbench.reuse import RELEASE_STATEMENT, append_release_unit, by_unit, nested, read_release
 from relbench.rows import packages
 
 #: units recomputed when ``--sample`` is not given
@@ -90,50 +91,25 @@ def _count(n: int, noun: str) -> str:
 # ----------------------------------------------------------------------------- the release
 
 
-def read_release(path: Path) -> pd.DataFrame:
-    """The flat rows of a release's ``results.parquet``; :class:`UserError` when it cannot
-    be read or is not a results table."""
-    try:
-        rows = pd.read_parquet(path)
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read the release {path} ({exc}); pass the results table of a release, e.g. "
-                        f"`--release leaderboards/results.parquet`.") from None
-    lacking = [c for c in ("task", "unit", "metric", "value", "status") if c not in rows]
-    if lacking:
-        raise UserError(f"{path} is not a release's results table: it has no column {listed(lacking)}.")
-    return rows
-
-
-def _by_unit(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    return {unit: group for unit, group in rows.groupby("unit", sort=False)}
-
-
-def _stored_rows(group: pd.DataFrame) -> list[dict]:
-    """A unit's flat release rows as a store line holds them: without the line's own
-    fields (unit, run, inputs) and without empty columns."""
-    return [{k: v for k, v in r.items() if k not in ("unit", "run") and not k.startswith("inputs.")
-             and not (pd.api.types.is_scalar(v) and pd.isna(v))} for r in group.to_dict("records")]
-
-
 def store_release(task_runs: list, rows: pd.DataFrame, store: ResultStore, leave_out: frozenset[str] = frozenset()
                   ) -> list[tuple[str, Any]]:
     """Append to ``store``, for every planned unit of ``task_runs`` except the ids in
     ``leave_out``, a line under the plan's identity (id, displayed key and inputs): the
-    unit's rows of the release, flat, or no rows when the release lacks the unit, so
-    that a run on ``store`` computes exactly the units left out. Returns ``(task,
-    planned unit)`` of the units the release lacks."""
-    by_unit = _by_unit(rows)
+    unit's rows of the release (:func:`relbench.reuse.append_release_unit`), or no rows
+    when the release lacks the unit, so that a run on ``store`` computes exactly the
+    units left out. Returns ``(task, planned unit)`` of the units the release lacks."""
+    published = by_unit(nested(rows[~rows["unit"].isin(leave_out)]))
     lacking = []
     for task_run in task_runs:
         name = task_run.task.name
         for unit in task_run.plan().units:
             if unit.id in leave_out:
                 continue
-            group = by_unit.get(unit.id)
-            if group is None:
+            if unit.id in published:
+                append_release_unit(store, name, unit, published[unit.id])
+            else:
                 lacking.append((name, unit))
-            records, run = ([], STAND_IN_RUN) if group is None else (_stored_rows(group), str(group["run"].iloc[0]))
-            store.append(name, unit.id, records, run, key=unit.display, inputs=unit.inputs)
+                store.append(name, unit.id, [], STAND_IN_RUN, key=unit.display, inputs=unit.inputs)
     return lacking
 
 
@@ -179,10 +155,6 @@ def _coverage_findings(task_runs: list, rows: pd.DataFrame) -> list[str]:
             findings.append(f"{name}: rows of {_count(len(extra), 'unit')} the current plan does not have (other "
                             f"identities)")
     return findings
-
-
-#: how the release index names its tasks file and digest (:func:`relbench.leaderboard.release_section`)
-RELEASE_STATEMENT = re.compile(r"\*\*Release\.\*\*.*? from `(?P<tasks>[^`]+)` \(sha256 `(?P<sha256>[0-9a-f]+)`\)")
 
 
 def _tasks_file_findings(tasks_file: Path, index: Path) -> list[str]:
@@ -388,13 +360,13 @@ def compare(sample: list[Sampled], task_runs: list, rows: pd.DataFrame, recomput
     """One row per published or recomputed row of the sampled units, paired by unit,
     metric and cell (:func:`_judge`); ``recomputed`` maps a task to its run's rows."""
     runs = {tr.task.name: tr for tr in task_runs}
-    by_unit = _by_unit(rows)
+    published_units = by_unit(rows)
     out = []
     for s in sample:
         task_run = runs[s.task]
         columns = ["seed", *task_run.kind.columns]
         metrics = {m.label: m.build() for m in task_run.task.metrics}
-        published = by_unit[s.unit.id]
+        published = published_units[s.unit.id]
         mine = recomputed.get(s.task, pd.DataFrame({"unit": []}))
         pub, rec = _keyed(published, columns), _keyed(mine[mine["unit"] == s.unit.id], columns)
         index = {key: i for key, i in zip(pub, published.index)}

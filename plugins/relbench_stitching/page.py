@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import lazy_loader
 import numpy as np
 
-from relbench.api import (Draws, Page, arrow, bootstrap_columns, directions, fmt, fmt_interval, listing,
-                          lower_is_better, method_note, slug, sparse_figure, table, with_samples)
+from relbench.api import (ORIGIN, Draws, Page, arrow, bootstrap_columns, directions, fmt, fmt_interval, listing,
+                          lower_is_better, method_note, origin_marks, slug, sparse_figure, table, with_samples)
 from relbench_stitching.declared import DECLARED, REFERENCE_ROLES, declared_columns
 from relbench_stitching.intervals import CELL, COMBO, add_intervals, combination_draws, stitched_draws
 
@@ -203,7 +203,7 @@ def common_metrics(df: pd.DataFrame) -> list[str]:
 
 #: the columns a stitching page reads (the rest of a stored row is provenance)
 PAGE_COLUMNS = [*COMBO, "source", "target", "seed", "metric", "value", "direction", "status", "error", "extra",
-                "unit", "seconds", "per_sample", *DECLARED]
+                "unit", "seconds", "per_sample", ORIGIN, *DECLARED]
 
 
 def _prepared(df: pd.DataFrame) -> pd.DataFrame:
@@ -345,6 +345,7 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False, scored:
     base = scores[primary]
     methods = scored.methods
     refs = base[base["reference"]]
+    marks = origin_marks(df, COMBO)  # which combinations were computed here, beside a release's
     if best is not None:
         top = methods.iloc[0]
         page.headline = {**_headline(base, primary, top), "interval": (top["stitched_lo"], top["stitched_hi"])}
@@ -356,7 +357,8 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False, scored:
             stitched = _scored(r, "stitched")
             if numbered and r["tie"]:
                 stitched = f"**{stitched}**"
-            row = ([rank] if numbered else []) + [r[c] for c in COMBO] + [stitched]
+            origin = [marks.get(tuple(r[COMBO]), "")] if marks else []
+            row = ([rank] if numbered else []) + [r[c] for c in COMBO] + origin + [stitched]
             if numbered:
                 row.append(_delta(r))
             row += [r["achievable"], _spread(r)]
@@ -371,15 +373,16 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False, scored:
     score_header = f"{arrow(primary, direction[primary])} [95 % CI]"
     rest = ["pairs", "min–max"] + [f"{arrow(m, direction[m])} [95 % CI]" for m in metrics[1:]] + \
         [f"own {arrow(primary, direction[primary])} [95 % CI]"]
+    name = [*COMBO, "origin"] if marks else COMBO  # the columns naming a row (repeated where a table is split)
     lines.append(f"### Ranking by stitched {primary} (mean over seeds of the mean over encoder pairs)\n")
-    lines.append(RANKING_LEGEND + method_note(draws) + "\n")
-    lines.append(table(rows_for(methods, True), headers=["#", *COMBO, score_header, "Δ to best [95 % CI]", *rest],
-                       keep=1 + len(COMBO)))
+    lines.append(RANKING_LEGEND + (ORIGIN_LEGEND if marks else "") + method_note(draws) + "\n")
+    lines.append(table(rows_for(methods, True), headers=["#", *name, score_header, "Δ to best [95 % CI]", *rest],
+                       keep=1 + len(name)))
     if len(refs):
         lines.append("\n### Reference rows\n")
         lines.append("Absolute heads (no translation) and the non-stitched upper bound (each decoder on its own "
                      "encoder); columns as in the ranking.\n")
-        lines.append(table(rows_for(refs, False), headers=[*COMBO, score_header, *rest], keep=len(COMBO)))
+        lines.append(table(rows_for(refs, False), headers=[*name, score_header, *rest], keep=len(name)))
     both = df[df["needs_both_spaces"]]
     if len(both):
         lines.append("\n" + listing("Stitchers that need both spaces at fit time (a map estimated on parallel "
@@ -411,6 +414,9 @@ RANKING_LEGEND = (
     "*pairs*: the off-diagonal pairs the method can evaluate at all, of all; *min–max*: the lowest and highest "
     "stitched pair (mean over seeds). Combinations reaching more pairs rank first. A table too wide for a screen "
     "continues below, its rows named again. ")
+#: what the ranking's *origin* column means, said where some units were taken from a release
+ORIGIN_LEGEND = ("*origin*: whether a combination was computed locally, taken from the release (`relbench run "
+                 "--reuse`), or partly both. ")
 
 
 def _diagnostics_section(df: pd.DataFrame, methods: pd.DataFrame, extras: list[str], direction: dict) -> str:

@@ -1,0 +1,200 @@
+"""A published release's rows, read and taken into a results store.
+
+A release's ``results.parquet`` holds every result row its pages show, flat
+(:func:`relbench.export.flatten`): one row per unit and metric, with the unit's id, the
+fingerprint of everything that produced it (:mod:`relbench.identity`). A planned unit
+whose id has rows there was computed from exactly the inputs the plan names, so its
+rows can stand for it in a store: ``relbench verify`` does so for every unit it does
+not recompute (:func:`relbench.verify.store_release`), and ``relbench run --reuse``
+(:func:`reuse_release`) for every planned unit the store does not hold yet, each row
+marked with where it came from (:data:`ORIGIN`, ``release@<revision>``); the rows keep
+their own ``git`` revision. Units whose inputs differ have other ids and are computed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lazy_loader
+
+from relbench.errors import UserError
+from relbench.export import gathered
+
+pd = lazy_loader.load("pandas")
+
+#: the field of a stored row taken from a release: ``release@<revision>`` (absent on rows computed here)
+ORIGIN = "origin"
+#: the line fields a release row carries as columns, which a stored line holds itself
+LINE_FIELDS = ("unit", "run")
+#: how the release index states its revision, tasks file and digest (:func:`relbench.leaderboard.release_section`)
+RELEASE_STATEMENT = re.compile(r"\*\*Release\.\*\*.*? at git revision `(?P<revision>[^`]+)`.*? "
+                               r"from `(?P<tasks>[^`]+)` \(sha256 `(?P<sha256>[0-9a-f]+)`\)")
+
+
+def read_release(path: Path) -> pd.DataFrame:
+    """The flat rows of a release's ``results.parquet``; :class:`UserError` when it cannot
+    be read or is not a results table."""
+    try:
+        rows = pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read the release {path} ({exc}); pass the results table of a release, e.g. "
+                        f"`leaderboards/results.parquet`.") from None
+    lacking = [c for c in ("task", "unit", "metric", "value", "status") if c not in rows]
+    if lacking:
+        raise UserError(f"{path} is not a release's results table: it has no column {', '.join(lacking)}.")
+    return rows
+
+
+def by_unit(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """A release's rows grouped by unit id, in the release's order."""
+    return {unit: group for unit, group in rows.groupby("unit", sort=False)}
+
+
+def release_revision(path: Path, rows: pd.DataFrame) -> str:
+    """The revision a release was published at, as its index (``README.md`` beside
+    ``path``) states it; without one, the revision most of its rows name; ``unknown``
+    when neither does."""
+    try:
+        found = RELEASE_STATEMENT.search(path.with_name("README.md").read_text(encoding="utf-8"))
+    except OSError:
+        found = None
+    if found is not None:
+        return found["revision"]
+    revisions = rows["git"].dropna().astype(str) if "git" in rows else pd.Series([], dtype=object)
+    revisions = revisions[revisions != ""]
+    return str(revisions.value_counts().index[0]) if len(revisions) else "unknown"
+
+
+def nested(rows: pd.DataFrame) -> pd.DataFrame:
+    """A release's flat rows as a store holds them: lists written as JSON text read back
+    (a column whose every value is a JSON list) and dotted columns gathered back into
+    their records (:func:`relbench.export.gathered`: ``extra.samples.train`` → ``extra``);
+    the line's inputs (``inputs.*``: the plan names them) left out."""
+    rows = rows.drop(columns=[c for c in rows.columns if str(c).startswith("inputs.")])
+    rows = rows.assign(**{c: rows[c].map(_parsed, na_action="ignore") for c in rows.columns if _lists(rows[c])})
+    roots = sorted({str(c).split(".", 1)[0] for c in rows.columns if "." in str(c)})
+    flat = rows[[c for c in rows.columns if "." not in str(c)]]
+    return flat.assign(**{root: gathered(rows, root) for root in roots})
+
+
+def _lists(column: pd.Series) -> bool:
+    """Whether every value of ``column`` is a JSON list as text (what flattening made of a list)."""
+    values = column.dropna()
+    return not values.empty and all(isinstance(v, str) and v.startswith("[") and isinstance(_parsed(v), list)
+                                    for v in values)
+
+
+def _parsed(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def stored_rows(group: pd.DataFrame, origin: str | None = None) -> list[dict]:
+    """A unit's release rows, :func:`nested`, as a store line holds them: without the
+    line's own fields (:data:`LINE_FIELDS`) and empty fields, each marked with ``origin``
+    (:data:`ORIGIN`) when given."""
+    marked = {ORIGIN: origin} if origin else {}
+    return [{k: v for k, v in r.items() if k not in LINE_FIELDS and not (pd.api.types.is_scalar(v) and pd.isna(v))}
+            | marked for r in group.to_dict("records")]
+
+
+def append_release_unit(store, task: str, unit, group: pd.DataFrame, origin: str | None = None) -> None:
+    """Append to ``store`` a line of ``task`` for the planned ``unit`` (under the plan's
+    id, displayed key and inputs) holding its release rows ``group`` (:func:`nested`;
+    :func:`stored_rows`), with the run id the release names for them."""
+    store.append(task, unit.id, stored_rows(group, origin), str(group["run"].iloc[0]), key=unit.display,
+                 inputs=unit.inputs)
+
+
+@dataclass(frozen=True)
+class Reused:
+    """What ``relbench run --reuse`` took from a release: ``units`` units of ``path`` at ``revision``."""
+
+    path: Path
+    revision: str
+    units: int
+
+    @property
+    def origin(self) -> str:
+        """The :data:`ORIGIN` its rows carry."""
+        return f"release@{self.revision}"
+
+    def describe(self) -> str:
+        """``leaderboards/results.parquet (revision abc1234)``: the source, as the accounting names it."""
+        return f"{self.path} (revision {self.revision})"
+
+
+def reuse_release(task_runs: list, path: Path, store) -> Reused:
+    """Append to ``store``, for every planned unit of ``task_runs`` (their plans made)
+    that has rows in the release at ``path`` (the same id: the same inputs, plugin
+    versions and protocol) and no line in the store yet, the release's rows as that
+    unit's line, marked as taken from the release. Each task is written under its lock;
+    nothing the store holds is replaced. :class:`UserError` when ``path`` is not a
+    release's results table."""
+    rows = read_release(path)
+    taken = Reused(path, release_revision(path, rows), 0)
+    count = 0
+    for task_run in task_runs:
+        name = task_run.task.name
+        mine = rows[rows["task"] == name]
+        published = set(mine["unit"])
+        with store.lock(name, wait=True):
+            held = store.read(name).units
+            fresh = [u for u in task_run.plan().units if u.id in published and u.id not in held]
+            groups = by_unit(nested(mine[mine["unit"].isin({u.id for u in fresh})])) if fresh else {}
+            for unit in fresh:
+                append_release_unit(store, name, unit, groups[unit.id], taken.origin)
+        count += len(fresh)
+    return dataclasses.replace(taken, units=count)
+
+
+# ----------------------------------------------------------------------------- on the pages
+
+#: how a page marks a group of rows (a combination, …) by where its units came from
+COMPUTED_LOCALLY, PARTLY_LOCALLY, FROM_RELEASE = "computed locally", "partly computed locally", "from the release"
+
+
+def taken_from_release(df: pd.DataFrame) -> pd.Series:
+    """Per row of a task's stored rows, whether ``relbench run --reuse`` took it from a
+    release (its :data:`ORIGIN` is set) rather than computing it here."""
+    if ORIGIN not in df:
+        return pd.Series(False, index=df.index)
+    return df[ORIGIN].notna() & (df[ORIGIN].astype(str) != "")
+
+
+def origin_marks(df: pd.DataFrame, by: list[str]) -> dict[tuple, str]:
+    """Where each group of rows (by the values of the columns ``by``, e.g. a
+    combination's plugins) came from, on a page that shows rows taken from a release
+    beside rows computed here: :data:`COMPUTED_LOCALLY` when none of its rows came from
+    the release, :data:`FROM_RELEASE` when all did, :data:`PARTLY_LOCALLY` otherwise.
+    Empty when the rows do not mix the two (every row computed here, or every row from
+    a release): then there is nothing to tell apart."""
+    taken = taken_from_release(df)
+    if not taken.any() or taken.all():
+        return {}
+    share = taken.groupby([df[c] for c in by], sort=False, dropna=False).mean()
+    return {key if isinstance(key, tuple) else (key,): COMPUTED_LOCALLY if part == 0 else
+            FROM_RELEASE if part == 1 else PARTLY_LOCALLY for key, part in share.items()}
+
+
+def reuse_statement(df: pd.DataFrame) -> str:
+    """The page's sentence on what came from a release: how many of the units shown
+    ``relbench run --reuse`` took from which release revision, and how many were
+    computed locally (empty when no row came from a release)."""
+    taken = taken_from_release(df)
+    if not taken.any() or "unit" not in df:
+        return ""
+    units = df["unit"].nunique()
+    by_release = df[taken].groupby(df.loc[taken, ORIGIN].astype(str))["unit"].nunique()
+    releases = ", ".join(f"{n:,} from the release at revision `{origin.split('@', 1)[-1]}`"
+                         for origin, n in by_release.items())
+    local = df.loc[~taken, "unit"].nunique()
+    return (f"Of the {units:,} units shown, {releases} (taken by `relbench run --reuse`; their rows keep the git "
+            f"revision they were computed at), {local:,} computed locally. ")
