@@ -145,6 +145,14 @@ def _parser() -> argparse.ArgumentParser:
     lb.add_argument("--leaderboards", type=Path, help="leaderboards directory (overrides the tasks file)")
     lb.add_argument("--precision", choices=PRECISIONS,
                     help="show the results of a `relbench run --precision P` (default: the tasks file's precision)")
+    lb.add_argument("--html", type=Path, metavar="DIR",
+                    help="write the interactive board into DIR instead of the markdown pages: a static site that "
+                         "works offline from the file system (index.html: every page cell, sortable and filterable; "
+                         "one page per task with its matrices)")
+    lb.add_argument("--release", type=Path, nargs="?", const=RELEASE_DEFAULT, metavar="FILE",
+                    help="with --html: draw the board from a release's results table instead of the results store "
+                         "(default FILE: results.parquet in leaderboards/ at the top of the checkout holding the "
+                         "tasks file, the shipped release)")
 
     publish = sub.add_parser("publish", help="draw the citable release from a complete store at a clean revision",
                              description="Redraw every page, the index and results.parquet into the release folder, "
@@ -531,10 +539,55 @@ def _stored_suite(args, registry, empty_hint: str = ""):
 
 
 def _cmd_leaderboard(args, registry) -> int:
+    if args.html:
+        return _board(args, registry)
+    if args.release:
+        raise UserError("--release draws the interactive board from a release; give the folder to write it to "
+                        "with --html DIR (the markdown pages of a release are drawn by `relbench publish`).")
     suite, runner = _stored_suite(args, registry)
     leaderboards = (args.leaderboards or suite.leaderboards).resolve()
     _render(runner, leaderboards, quiet=False, redraw=True)
     return EXIT_OK
+
+
+def _board(args, registry) -> int:
+    """``relbench leaderboard --html DIR``: the interactive board, from the results store
+    or (``--release``) from a release's results table."""
+    from relbench import board
+
+    if args.release:
+        runner, rows = _release_rows(args, registry)
+        boards = board.release_boards(runner, rows)
+    else:
+        _, runner = _stored_suite(args, registry)
+        boards = board.store_boards(runner)
+    files = board.write(args.html, boards)
+    print(f"wrote the interactive board ({len(boards)} tasks, {len(files)} files, {board.size(files) / 1e3:.0f} kB) "
+          f"to {args.html / 'index.html'}")
+    return EXIT_OK
+
+
+def _release_rows(args, registry):
+    """A runner over the tasks file's suite (for its data sets) and the rows of the
+    release ``args.release`` (the shipped one by default)."""
+    from relbench.config import load_suite
+    from relbench.runner import Runner
+    from relbench.verify import read_release
+
+    if not args.tasks.exists():
+        raise ConfigError(f"{args.tasks}: no such tasks file. Pass the tasks file of the release, e.g. "
+                          f"`relbench {args.command} tasks.yaml --release`.")
+    if args.precision:
+        os.environ[PRECISION_ENV] = args.precision
+    suite = load_suite(args.tasks, registry)
+    path = args.release if args.release != RELEASE_DEFAULT else _release_path(args)
+    if not path.is_file():
+        raise UserError(f"{path}: no release results table there; pass one, e.g. `--release "
+                        f"leaderboards/results.parquet`.")
+    rows = read_release(path)
+    if not set(rows["task"]) & {t.name for t in suite.tasks}:
+        raise UserError(f"{path} holds no rows of the tasks of {args.tasks}; pass the tasks file of that release.")
+    return Runner(suite, registry, output=args.output), rows
 
 
 def _cmd_publish(args, registry, revision: str | None = None) -> int:
@@ -551,7 +604,9 @@ def _cmd_publish(args, registry, revision: str | None = None) -> int:
     if revision is not None:
         publish.one_revision(release["row_revisions"], revision, runner.store.root)
     _render(runner, folder, quiet=False, redraw=True, release=release)
-    print(f"published the release of {release['tasks']} at {release['revision']} into {folder}")
+    site = publish.site(runner, folder)
+    print(f"published the release of {release['tasks']} at {release['revision']} into {folder} (interactive "
+          f"board: {site / 'index.html'})")
     return EXIT_OK
 
 

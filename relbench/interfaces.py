@@ -987,6 +987,11 @@ class TaskKind(Plugin, ABC):
     #: :meth:`Axis.omitted`). A task's unit bound multiplies its seeds and encoders by
     #: each axis's length. Default: no grid.
     axes: ClassVar[Mapping[str, Axis]] = {}
+    #: two of :attr:`columns` that span the matrix of each combination's cells on the
+    #: task's page of the interactive board (:mod:`relbench.board`), rows then columns
+    #: (stitching: ``("source", "target")``); empty: no matrix, the board shows the
+    #: task's summary cells only
+    matrix_axes: ClassVar[tuple[str, ...]] = ()
 
     def validate(self, task: Task) -> None:
         """Check the task against this protocol before any work starts; raise
@@ -1065,6 +1070,16 @@ class TaskKind(Plugin, ABC):
         best's group of indistinguishable cells, False when it does not, None where the
         page ranks no such cell); it may add typed keys of its own (stitching: which
         score of the combination, ``measure``). Called with the rows and ``page`` that
+        :meth:`page` receives, without drawing the page."""
+        return None
+
+    def matrix_cells(self, results: pd.DataFrame, page: Page) -> list[dict[str, Any]] | None:
+        """The cells of the task's matrices on the interactive board (:mod:`relbench.board`),
+        one per combination, metric and pair of :attr:`matrix_axes` values: the kind's
+        method columns (as in :meth:`summary_cells`), ``metric``, the two axis columns,
+        ``score``, ``low`` and ``high`` (its 95 % interval, None where none is computed)
+        and ``n`` (the seeds the score is a mean over); None (the default) where the kind
+        declares no :attr:`matrix_axes`. Called with the rows and ``page`` that
         :meth:`page` receives, without drawing the page."""
         return None
 

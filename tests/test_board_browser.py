@@ -1,0 +1,181 @@
+"""The interactive board in a real browser: Debian's headless Chromium, driven by
+Selenium, loads the board of a toy release from ``file://``, sorts, filters, and every
+cell it displays is the value ``relbench export --summary --release`` computes from the
+release's ``results.parquet``.
+
+Needs the Debian packages ``chromium`` and ``chromium-driver`` (``scripts/setup.sh``
+installs them when run as root) and the ``selenium`` package (the ``test`` extra).
+Without them the tests fail, saying how to install them; set ``RELBENCH_SKIP_BROWSER=1``
+to skip them instead, on purpose."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+INSTALL = ("as root: `apt-get update && apt-get install -y chromium chromium-driver` (or `make setup`), and "
+           "`.venv/bin/pip install -c constraints.txt selenium`; or set RELBENCH_SKIP_BROWSER=1 to skip these tests")
+
+TASK = """\
+suite:
+  seeds: [0, 1]
+  num_anchors: 3
+  output: results
+  leaderboards: leaderboards
+tasks:
+  - name: blobs
+    dataset: {name: toy-blobs, params: {classes: 6, train_size: 200}}
+    encoders:
+      - {name: toy-rotated, label: a, params: {seed: 1}}
+      - {name: toy-rotated, label: b, params: {seed: 2, scale: 3.0}}
+    grid:
+      selectors: [random]
+      similarities: [cosine, euclidean]
+      stitchers: [{name: relative, label: rel, params: {epochs: 1}}, {name: absolute, label: abs, params: {epochs: 1}}]
+    metrics: [accuracy]
+"""
+
+
+def _browser():
+    """A headless Chromium driven by Selenium; fails (or, with RELBENCH_SKIP_BROWSER=1, skips) without them."""
+    missing = [str(p) for p in (CHROMIUM, DRIVER) if not (p.is_file() or shutil.which(p.name))]
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing.append("the selenium package")
+    if missing:
+        reason = f"the board's browser test needs {', '.join(missing)}: install them {INSTALL}."
+        if os.environ.get("RELBENCH_SKIP_BROWSER") == "1":
+            pytest.skip(reason)
+        pytest.fail(reason)
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(flag)
+    return webdriver.Chrome(options=options, service=Service(str(DRIVER)))
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    """A toy run, its board drawn from its release table, and the summary exported from
+    that table: ``(board folder, summary rows)``."""
+    import toy_plugins
+
+    from relbench import cli
+    from relbench.plugins import Registry, _discover
+
+    registry = Registry(_discover() + [("toy", toy_plugins, "tests 0")])
+    folder = tmp_path_factory.mktemp("browser")
+    (folder / "tasks.yaml").write_text(TASK)
+    table = folder / "leaderboards" / "results.parquet"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("relbench.plugins.load_registry", lambda *args, **kwargs: registry)
+        assert cli.main(["run", str(folder / "tasks.yaml"), "-q"]) == 0
+        assert cli.main(["leaderboard", str(folder / "tasks.yaml"), "--html", str(folder / "site"),
+                         "--release", str(table)]) == 0
+        assert cli.main(["export", str(folder / "tasks.yaml"), "--summary", "--release", str(table),
+                         "--to", str(folder / "summary.parquet")]) == 0
+    return folder / "site", pd.read_parquet(folder / "summary.parquet")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    driver = _browser()
+    yield driver
+    driver.quit()
+
+
+def shown(value) -> str:
+    """A value as board.js shows it (numbers: three decimals, rounded half away from zero
+    as ``toFixed`` does; whole numbers as they are; booleans yes/no; missing: empty)."""
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and not value.is_integer():
+        return str(Decimal(value).quantize(Decimal("0.001"), rounding=ROUND_HALF_UP))
+    return str(int(value)) if isinstance(value, float) else str(value)
+
+
+#: every displayed row of the main table as {column: [text, value]}, read in one call
+READ = """return [...document.querySelectorAll('#cells tbody tr')].map(tr => Object.fromEntries(
+  [...tr.children].map(td => [td.dataset.column, [td.textContent, JSON.parse(td.dataset.value)]])));"""
+
+
+def _open(browser, page: Path) -> list[dict]:
+    browser.get(page.as_uri())
+    return browser.execute_script(READ)
+
+
+def _plain(value):
+    return None if value is pd.NA or (isinstance(value, float) and value != value) else value
+
+
+def test_every_displayed_cell_is_the_summary_s_value(release, browser):
+    folder, summary = release
+    rows = _open(browser, folder / "index.html")
+    assert len(rows) == len(summary) > 0
+    for row, expected in zip(rows, summary.to_dict("records")):
+        assert row.pop("modality") == ["vector", "vector"]
+        assert set(row) == set(expected) - {"revision"}
+        for column, (text, value) in row.items():
+            assert value == _plain(expected[column]), (column, value, expected[column])
+            assert text == shown(expected[column]), (column, text, expected[column])
+
+
+def test_clicking_a_header_sorts_numerically_then_reverses(release, browser):
+    folder, summary = release
+    _open(browser, folder / "index.html")
+    header = browser.find_element("css selector", '#cells th[data-column="score"]')
+    header.click()
+    scores = [value for value in (r["score"][1] for r in browser.execute_script(READ))]
+    assert scores == sorted(summary["score"]) and header.get_attribute("aria-sort") == "ascending"
+    header.click()
+    assert [r["score"][1] for r in browser.execute_script(READ)] == sorted(summary["score"], reverse=True)
+    assert header.get_attribute("aria-sort") == "descending"
+
+
+def test_a_filter_keeps_only_the_matching_rows(release, browser):
+    from selenium.webdriver.support.ui import Select
+
+    folder, summary = release
+    _open(browser, folder / "index.html")
+    Select(browser.find_element("css selector", 'select[data-filter="similarity"]')).select_by_value(
+        json.dumps("euclidean"))
+    rows = browser.execute_script(READ)
+    assert len(rows) == (summary["similarity"] == "euclidean").sum() > 0
+    assert {r["similarity"][0] for r in rows} == {"euclidean"}
+    assert browser.find_element("id", "count").text == f"{len(rows)} of {len(summary)} cells"
+
+
+def test_a_matrix_cell_says_its_score_interval_and_seeds_on_hover(release, browser):
+    folder, _ = release
+    browser.get((folder / "blobs.html").as_uri())
+    cells = browser.find_elements("css selector", ".matrix td[data-score]")
+    assert len(cells) == 4  # two encoders: every source × target pair of the first combination
+    for cell in cells:
+        score, low, high = (json.loads(cell.get_attribute(f"data-{k}")) for k in ("score", "low", "high"))
+        assert low <= score + 1e-9 <= high + 2e-9 and cell.text == shown(score)
+        assert cell.get_attribute("title").endswith(f": {shown(score)}, 95 % interval [{shown(low)}, "
+                                                    f"{shown(high)}], n 2")
+
+
+def test_numbers_sort_as_numbers_and_missing_values_last(browser, tmp_path):
+    from relbench import board
+
+    summary = pd.DataFrame({"task": ["t"] * 4, "kind": ["k"] * 4, "stitcher": ["x", "y", "z", "w"],
+                            "metric": ["m"] * 4, "score": [10.25, 9.5, None, 100.0]})
+    board.write(tmp_path, [board.TaskBoard("t", "k", "text", summary, ["stitcher"])])
+    _open(browser, tmp_path / "index.html")
+    browser.find_element("css selector", '#cells th[data-column="score"]').click()
+    assert [r["score"][1] for r in browser.execute_script(READ)] == [9.5, 10.25, 100.0, None]  # not 10.25, 100, 9.5
+    browser.find_element("css selector", '#cells th[data-column="stitcher"]').click()
+    assert [r["stitcher"][0] for r in browser.execute_script(READ)] == ["w", "x", "y", "z"]
