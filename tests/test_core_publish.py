@@ -173,7 +173,7 @@ def test_publish_draws_a_citable_release_only_from_a_complete_clean_store(cli_ma
     _git(tmp_path, "commit", "-qm", "tasks")
     release = tmp_path / "leaderboards"
 
-    import relbench_stitching.kind as stitching
+    import relbench_stitching.running as stitching
 
     real = _interrupt_at_cell(monkeypatch, 3)
     assert cli_main(["run", str(path), "-q"]) == 130

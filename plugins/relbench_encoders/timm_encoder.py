@@ -1,78 +1,24 @@
-"""Image encoder: any timm model, pre-logits features."""
+"""Image encoder: any timm model, pre-logits features.
+
+Where the weights come from is :mod:`relbench_encoders.timm_weights`; the image pipeline
+(timm's transform, batched where it can be) :mod:`relbench_encoders.timm_images`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import lazy_loader
-import numpy as np
 
-from relbench.api import Encoder, EncoderContext, MissingAsset, progress_bar
+from relbench.api import Encoder, EncoderContext, progress_bar
 from relbench_encoders import ort_backend, packaged
-from relbench_encoders._common import cache_subdir, file_sha256, import_timm, is_cuda_oom, to_pil_rgb
-from relbench_encoders.pil_resize import reproducible, resize_crop, uint8_batch
+from relbench_encoders._common import cache_subdir, import_timm, is_cuda_oom, to_pil_rgb
+from relbench_encoders.timm_images import BatchTransform as _BatchTransform
+from relbench_encoders.timm_images import image_batches
+from relbench_encoders.timm_weights import load_net, weight_source, weights_fingerprint
 
 torch = lazy_loader.load("torch")
-
-
-@dataclass(frozen=True)
-class _BatchTransform:
-    """timm's eval transform — resize of the shorter side to ``size`` (PIL, ``filter_name``),
-    centre crop to ``crop`` (height, width), to-tensor, ``normalize`` — applied to a uint8
-    ``N×C×H×W`` batch at once, giving the per-image PIL path's values exactly
-    (:mod:`relbench_encoders.pil_resize`)."""
-
-    size: int
-    crop: tuple[int, int]
-    filter_name: str
-    normalize: Any
-
-    @classmethod
-    def of(cls, transform: Any) -> _BatchTransform | None:
-        """The batched form of ``transform``, or None when it is not exactly timm's
-        ``Resize(int, bilinear|bicubic) → CenterCrop → (Maybe)ToTensor → Normalize``."""
-        from torchvision import transforms as T
-
-        steps = getattr(transform, "transforms", ())
-        if len(steps) != 4:
-            return None
-        resize, crop, to_tensor, normalize = steps
-        if not (isinstance(resize, T.Resize) and isinstance(crop, T.CenterCrop) and isinstance(normalize, T.Normalize)
-                and type(to_tensor).__name__ in ("ToTensor", "MaybeToTensor") and resize.max_size is None):
-            return None
-        size = resize.size if isinstance(resize.size, int) else (resize.size[0] if len(resize.size) == 1 else None)
-        filters = {T.InterpolationMode.BILINEAR: "bilinear", T.InterpolationMode.BICUBIC: "bicubic"}
-        if size is None or resize.interpolation not in filters:
-            return None
-        return cls(size, tuple(crop.size), filters[resize.interpolation], normalize)
-
-    def box(self, height: int, width: int) -> tuple[tuple[int, int], tuple[int, int, int, int]] | None:
-        """The resized size and the crop box (top, left, height, width) of an image of
-        ``height × width``, as torchvision computes them; None when the crop would pad or
-        the resize is not :func:`~relbench_encoders.pil_resize.reproducible` (the height
-        shrinks)."""
-        short, long = min(height, width), max(height, width)
-        new_long = int(self.size * long / short)
-        size = (self.size, new_long) if height <= width else (new_long, self.size)
-        ch, cw = self.crop
-        if ch > size[0] or cw > size[1] or not reproducible((height, width), size):
-            return None
-        return size, (int(round((size[0] - ch) / 2.0)), int(round((size[1] - cw) / 2.0)), ch, cw)
-
-    def __call__(self, images: torch.Tensor) -> torch.Tensor:
-        """Float32 ``N×3×h×w`` model inputs of uint8 ``N×C×H×W`` images (C = 1: grey)."""
-        size, box = self.box(*images.shape[-2:])
-        pixels = resize_crop(images, size, box, self.filter_name).numpy().astype(np.float32) / np.float32(255)
-        mean, std = (np.asarray(v, np.float32).reshape(-1, 1, 1) for v in (self.normalize.mean, self.normalize.std))
-        # numpy, as the resize: the values of torchvision's to_tensor and normalize, without torch's thread pool
-        # (grey: the one channel broadcasts against the three means, as PIL's RGB conversion repeats it)
-        return torch.from_numpy((pixels - mean) / std)
-
-
-
 
 
 @dataclass
@@ -165,49 +111,15 @@ class TimmEncoder(Encoder):
     @property
     def source(self) -> str:
         """The weight source after resolving ``auto``."""
-        if self.weights == "auto":
-            return "packaged" if self.model in packaged.RESOLVERS else "hub"
-        return self.weights
+        return weight_source(self.model, self.weights)
 
     def fingerprint(self, ctx: EncoderContext) -> str:
         """Hash of the weight file (packaged/file), or the model name (hub/random)."""
-        src = self.source
-        if src == "packaged":
-            return "sha256:" + file_sha256(packaged.source_file(self.model), cache_subdir(ctx, "weights") / "hashes")
-        if src == "file":
-            return "sha256:" + file_sha256(self._file(), cache_subdir(ctx, "weights") / "hashes")
-        if src == "random":
-            return f"random:{self.model}:{self.seed}"
-        return f"hub:{self.model}"
-
-    def _file(self) -> Path:
-        path = Path(self.path or "").expanduser()
-        if not path.is_file():
-            raise MissingAsset(f"timm weight file {path} does not exist (weights: file, path: {self.path})")
-        return path
+        return weights_fingerprint(self.model, self.source, self.path, self.seed, ctx)
 
     def build(self, ctx: EncoderContext | None = None) -> torch.nn.Module:
         """The timm model with its weights, ``num_classes=0`` (pre-logits), eval mode."""
-        timm = import_timm()
-        src = self.source
-        if src == "packaged":
-            net = packaged.load_packaged(self.model, cache_subdir(ctx, "weights"))
-        elif src == "file":
-            net = timm.create_model(
-                self.model, pretrained=True, pretrained_cfg_overlay=dict(file=str(self._file())), num_classes=0
-            )
-        elif src == "random":
-            torch.manual_seed(self.seed)
-            net = timm.create_model(self.model, pretrained=False, num_classes=0)
-        else:
-            try:
-                net = timm.create_model(self.model, pretrained=True, num_classes=0)
-            except Exception as exc:  # noqa: BLE001 - the hub may be unreachable
-                raise MissingAsset(
-                    f"could not fetch timm weights for {self.model!r} from the hub ({exc}); use "
-                    f"weights: packaged/file, or run where the hub is reachable"
-                ) from exc
-        return net.eval()
+        return load_net(self.model, self.source, self.path, self.seed, ctx)
 
     def setup(self, ctx: EncoderContext) -> None:
         """Load the network and its preprocessing; the backend is chosen on the first
@@ -274,16 +186,7 @@ class TimmEncoder(Encoder):
         """The preprocessed inputs of ``items`` in batches of ``ctx.batch_size``: whole
         batches at once for equal-sized uint8 arrays (see the class docstring), otherwise
         image by image in DataLoader workers."""
-        size = max(1, ctx.batch_size)
-        images = uint8_batch(items) if self._batched is not None else None
-        if images is not None and self._batched.box(*images.shape[-2:]) is not None:
-            for i in range(0, len(images), size):
-                yield self._batched(images[i : i + size])
-            return
-        from relbench_encoders.torch_modules import ImageItems
-
-        yield from torch.utils.data.DataLoader(ImageItems(items, self._transform), batch_size=size,
-                                               num_workers=ctx.num_workers, pin_memory=ctx.device.type == "cuda")
+        return image_batches(items, self._transform, self._batched, ctx)
 
     def encode(self, items: Sequence[Any], ctx: EncoderContext) -> torch.Tensor:
         """Embed images: ``len(items) × num_features`` float32 on CPU."""

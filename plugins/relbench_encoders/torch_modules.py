@@ -22,9 +22,9 @@ class NamedOutputs(torch.nn.Module):
         self.net, self.names, self.outputs, self.model = net, tuple(names), tuple(outputs), model
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        from relbench_encoders.text import _pick
+        from relbench_encoders.text_forward import pick_outputs
 
-        return _pick(self.net(**dict(zip(self.names, inputs))), self.outputs, self.model)
+        return pick_outputs(self.net(**dict(zip(self.names, inputs))), self.outputs, self.model)
 
 
 class ImageItems(torch.utils.data.Dataset):

@@ -1,19 +1,19 @@
-"""PARAM anchors: learned convex mixtures of a shared subset, one weight matrix for all banks."""
+"""PARAM anchors: learned convex mixtures of a shared subset, one weight matrix for all banks.
+
+The selector's settings and its loss live here; how the fit rows are divided is
+:mod:`relbench_param.fit_rows`, the bank coordinates :mod:`relbench_param.spaces`, and the
+training loop with its stops :mod:`relbench_param.training`."""
 
 from __future__ import annotations
 
-import copy
-import math
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import lazy_loader
-import numpy as np
 
-from relbench.api import (AnchorContext, AnchorSelector, Anchors, Bank, Similarity, autocast, minibatches,
-                          seeded_generator)
+from relbench.api import AnchorContext, AnchorSelector, Anchors, Similarity, seeded_generator
+from relbench_param.fit_rows import FitRows
 from relbench_param.losses import (
     alignment,
     anchor_cohesion,
@@ -25,121 +25,12 @@ from relbench_param.losses import (
     standardise_columns,
     uniformity,
 )
-from relbench_param.validation import Checkpoints, TransferValidation, class_codes, validation_split
+from relbench_param.spaces import BankSpace
+from relbench_param.training import MIN_LOGIT_CHANGE, has_converged, mixture_size, train, unmoved_message
 from relbench_param.wip import WhitenedInnerProduct
 from relbench_relreps.similarities import Cosine
 
 torch = lazy_loader.load("torch")
-
-#: training counts as not having moved P when no mixture logit ``P/τ`` changed by more
-#: than this (a relative change of every mixture weight below about 0.1 %)
-MIN_LOGIT_CHANGE = 1e-3
-
-
-def inner_product(X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
-    """``X Aᵀ``: WIP on rows that are already whitened."""
-    return X @ A.t()
-
-
-@dataclass
-class BankSpace:
-    """One bank as P's training sees it: its training rows, the shared subset's rows and
-    the held rows of the validation stop, in the coordinates the projection works in,
-    and the projection.
-
-    WIP is an inner product after the affine whitening ``z = L⁻¹(x − μ)``; since the
-    rows of ``S = softmax(P/τ)`` sum to one, the whitened anchors are ``S Z_sub``. Rows
-    are whitened once and expressed in an orthonormal basis of the subset's span (at
-    most ``min(k, d)`` coordinates), which leaves every inner product with an anchor
-    unchanged, so a step costs the same at any embedding width. Any other similarity is
-    used as it is, fitted on the bank's training rows: ``rel = project(X[idx], S X_sub)``.
-    Anchor cohesion is measured on ``subset``: whitened rows for WIP, raw rows otherwise.
-    """
-
-    train: torch.Tensor
-    subset: torch.Tensor
-    project: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-    held: torch.Tensor
-
-    @classmethod
-    def build(cls, bank: Bank, train_ids: list[str], subset_ids: list[str], similarity: Similarity,
-              device: torch.device, held_ids: list[str] | None = None) -> BankSpace:
-        """Fit a copy of ``similarity`` on the bank's training rows and prepare its
-        coordinates, and those of the rows ``held_ids`` (none by default)."""
-        X = bank.rows(train_ids).to(device)
-        Xs = bank.rows(subset_ids).to(device)
-        Xh = bank.rows(held_ids).to(device) if held_ids else X[:0]
-        sim = copy.deepcopy(similarity)
-        sim.fit(X)
-        if isinstance(sim, WhitenedInnerProduct):
-            Z, Zs, Zh = sim.whiten(X), sim.whiten(Xs), sim.whiten(Xh)
-            basis = torch.linalg.qr(Zs.t()).Q
-            return cls(Z @ basis, Zs @ basis, inner_product, Zh @ basis)
-        return cls(X, Xs, sim.project, Xh)
-
-    def relative(self, idx: torch.Tensor, anchors: torch.Tensor) -> torch.Tensor:
-        """Relative features of training rows ``idx`` w.r.t. ``anchors = S · subset``."""
-        return self.project(self.train.index_select(0, idx), anchors)
-
-    def held_relative(self, anchors: torch.Tensor) -> torch.Tensor:
-        """Relative features of the held rows w.r.t. ``anchors``."""
-        return self.project(self.held, anchors)
-
-
-def mixture_size(weights: torch.Tensor) -> float:
-    """Effective number of points per anchor: the mean over anchors (rows) of
-    ``exp(entropy(w_i))``, the perplexity of the mixture (1 for a single point, k for
-    a uniform mixture of k)."""
-    entropy = -(weights * weights.clamp_min(1e-30).log()).sum(dim=1)
-    return float(entropy.exp().mean())
-
-
-def has_converged(curve: list[float], window: int, tol: float) -> bool:
-    """Whether a per-epoch loss curve has flattened.
-
-    The loss is smoothed by averaging over windows of ``window`` epochs; training has
-    converged when the last window improved on the one before by at most ``tol`` times
-    the improvement from the first window to the last (a loss that stopped falling, or
-    rises, has converged too). The change is relative to the distance travelled, not
-    to the loss value, which has no natural zero (the uniformity term is negative).
-    Needs at least ``2 · window`` epochs.
-    """
-    if len(curve) < 2 * window:
-        return False
-    first, previous, last = (sum(part) / window for part in
-                             (curve[:window], curve[-2 * window:-window], curve[-window:]))
-    return previous - last <= tol * abs(first - last)
-
-
-def unmoved_message(change: float, epochs: int, steps: int, lr: float) -> str:
-    """The one-paragraph error of a training that left P where it started."""
-    return (f"param: training did not move the anchor mixture weights (largest change of a logit P/τ: {change:.2e}, "
-            f"below {MIN_LOGIT_CHANGE:g}) after {epochs} epoch(s) and {steps} Adam step(s) at lr={lr:g}. The anchors "
-            f"would be the random initial mixtures, and rows labelled 'param' would report untrained anchors. Give "
-            f"the selector a budget (epochs ≥ 1, lr > 0), at least two training samples per batch, and a loss that "
-            f"depends on P (two or more banks, or w_cohesion > 0).")
-
-
-@dataclass
-class Training:
-    """What one training of P did: the per-epoch loss, the Adam steps taken, why it
-    stopped (``budget``, ``converged`` or ``validation``) and the validation record."""
-
-    curve: list[float] = field(default_factory=list)
-    steps: int = 0
-    stop: str = "budget"
-    checkpoints: Checkpoints | None = None
-
-    def record(self) -> dict:
-        """The ``info`` fields of the chosen checkpoint and the validation curve (the
-        last epoch and no scores when there was no validation)."""
-        c = self.checkpoints
-        if c is None:
-            return {"param_chosen_epoch": len(self.curve), "param_chosen_steps": self.steps,
-                    "param_validation_score": None, "param_validation_curve": []}
-        return {"param_chosen_epoch": c.best_epoch, "param_chosen_steps": c.best_steps,
-                "param_validation_score": c.best_score,
-                "param_validation_curve": [[e, float(f"{v:.6g}")] for e, v in c.curve]}
 
 
 @dataclass
@@ -303,19 +194,6 @@ class PARAMSelector(AnchorSelector):
             return WhitenedInnerProduct(lam=self.lam, eps=self.eps), "selector"
         return Cosine(), "selector"
 
-    def validation_codes(self, ctx: AnchorContext) -> tuple[np.ndarray | None, str]:
-        """The class codes of the fit rows that score P, or None, and the validation rule
-        in words (why it is off, when it is)."""
-        if not self.validation_fraction:
-            return None, "off (validation_fraction 0): loss test only"
-        if len(ctx.banks) < 2:
-            return None, "off (one visible bank, no pair to transfer between): loss test only"
-        codes = class_codes(ctx.labels, len(ctx.ids))
-        if codes is None:
-            return None, "off (no class labels of two or more classes): loss test only"
-        pairs = len(ctx.banks) * (len(ctx.banks) - 1)
-        return codes, f"ridge transfer over {pairs} ordered pairs of {len(ctx.banks)} visible banks"
-
     def select(self, ctx: AnchorContext) -> Anchors:
         """Train P on the visible banks until the validation stop, convergence or the
         budget, and return the recipe of the chosen checkpoint."""
@@ -326,38 +204,20 @@ class PARAMSelector(AnchorSelector):
             raise ValueError("param learns from the banks but none was given (all encoders excluded?)")
         t0 = time.perf_counter()
         gen = seeded_generator(ctx.seed)
-        ids = list(ctx.ids)
-        codes, rule = self.validation_codes(ctx)
-        pool, held = validation_split(codes, self.validation_fraction, gen) if codes is not None else (
-            list(range(len(ids))), [])
-        if codes is not None and not held:
-            codes, rule = None, "off (too few fit rows to set any aside): loss test only"
-        subset = [pool[i] for i in torch.randperm(len(pool), generator=gen)[: self.subset_size].tolist()]
-        train_perm = torch.randperm(len(pool), generator=gen)
-        if self.max_samples:
-            train_perm = train_perm[: self.max_samples].sort().values
-        train = [pool[i] for i in train_perm.tolist()]
-        train_ids, subset_ids = [ids[i] for i in train], [ids[i] for i in subset]
-        names = sorted(ctx.banks)
+        rows = FitRows.draw(ctx, self.subset_size, self.max_samples, self.validation_fraction, gen)
+        train_ids, subset_ids = rows.train_ids, rows.subset_ids
         similarity, source = self.training_similarity(ctx)
-        spaces = {b: BankSpace.build(ctx.banks[b], train_ids, subset_ids, similarity, ctx.device,
-                                     [ids[i] for i in held]) for b in names}
+        spaces = rows.spaces(ctx, similarity)
         P0 = (torch.randn(ctx.num_anchors, len(subset_ids), generator=gen) * self.init_std).to(ctx.device)
-        validation = None
-        if codes is not None:
-            fit_idx = torch.randperm(len(train), generator=gen)[: self.validation_fit_rows].sort().values
-            y = torch.as_tensor(codes, device=ctx.device)
-            validation = TransferValidation(fit_idx.to(ctx.device), y[torch.tensor(train)[fit_idx].to(ctx.device)],
-                                            y[torch.tensor(held, dtype=torch.long, device=ctx.device)],
-                                            int(codes.max()) + 1, self.validation_ridge)
+        validation = rows.validation(ctx.device, gen, self.validation_fit_rows, self.validation_ridge)
         P = P0.clone().requires_grad_(True)
-        run = self.train(spaces, P, len(train_ids), gen, ctx.device, validation)
+        run = train(self, spaces, P, len(train_ids), gen, ctx.device, validation)
         change = float((P.detach() - P0).abs().max()) / self.temperature
         if change < MIN_LOGIT_CHANGE:
             raise ValueError(unmoved_message(change, len(run.curve), run.steps, self.lr))
         weights = torch.softmax(P.detach() / self.temperature, dim=1)
         return Anchors(ids=subset_ids, weights=weights, info={
-            "param_banks": names,
+            "param_banks": sorted(ctx.banks),
             "param_similarity": similarity.name,
             "param_similarity_params": similarity.params(),
             "param_similarity_source": source,
@@ -366,8 +226,8 @@ class PARAMSelector(AnchorSelector):
             "param_epochs": len(run.curve),
             "param_steps": run.steps,
             "param_stop": run.stop,
-            "param_validation": rule,
-            "param_validation_rows": len(held),
+            "param_validation": rows.rule,
+            "param_validation_rows": len(rows.held),
             **run.record(),
             "param_converged": has_converged(run.curve, self.window, self.tol),
             "param_loss_curve": [float(f"{v:.6g}") for v in run.curve],
@@ -377,56 +237,6 @@ class PARAMSelector(AnchorSelector):
             "param_mixture_size_initial": mixture_size(torch.softmax(P0 / self.temperature, dim=1)),
             "param_mixture_size": mixture_size(weights),
             "param_seconds": time.perf_counter() - t0})
-
-    def train(self, spaces: dict[str, BankSpace], P: torch.Tensor, n: int, gen: torch.Generator,
-              device: torch.device, validation: TransferValidation | None = None) -> Training:
-        """Adam on P, in place: at most ``epochs`` passes over the ``n`` training rows,
-        stopping once :func:`has_converged` or, with ``validation``, once ``patience``
-        scores in a row missed the best; P is then set to the best trained checkpoint."""
-        opt = torch.optim.Adam([P], lr=self.lr)
-        run = Training(checkpoints=Checkpoints(self.patience) if validation else None)
-        score = (lambda: validation.score(spaces, torch.softmax(P.detach() / self.temperature, dim=1))
-                 ) if validation else None
-        if run.checkpoints:
-            run.checkpoints.record(0, 0, score(), P)
-        for epoch in range(1, self.epochs + 1):
-            total, count = self.epoch(spaces, P, opt, n, gen, device)
-            if not count:
-                break
-            run.steps += count
-            run.curve.append(total / count)
-            if run.checkpoints and epoch % self.eval_every == 0 and run.checkpoints.record(
-                    epoch, run.steps, score(), P):
-                run.stop = "validation"
-                break
-            if has_converged(run.curve, self.window, self.tol):
-                run.stop = "converged"
-                break
-        if run.checkpoints and run.curve:
-            if run.checkpoints.last_epoch != len(run.curve):
-                run.checkpoints.record(len(run.curve), run.steps, score(), P)
-            with torch.no_grad():
-                P.copy_(run.checkpoints.best_P)
-        return run
-
-    def epoch(self, spaces: dict[str, BankSpace], P: torch.Tensor, opt: torch.optim.Optimizer, n: int,
-              gen: torch.Generator, device: torch.device) -> tuple[float, int]:
-        """One pass over the ``n`` training rows (one-row batches skipped); the summed
-        loss and the number of steps. The loss runs at the task's precision."""
-        total, count = 0.0, 0
-        for idx in minibatches(n, self.batch_size, gen):
-            if len(idx) < 2:
-                continue
-            with autocast(device):
-                loss = self.loss(spaces, idx.to(device), P)
-            value = float(loss.detach())
-            if not math.isfinite(value):
-                raise ValueError(f"param: the training loss is {value} at step {count + 1} of an epoch")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            total, count = total + value, count + 1
-        return total, count
 
     def loss(self, spaces: dict[str, BankSpace], idx: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
         """The weighted PARAM loss of one minibatch of training rows.
@@ -454,4 +264,3 @@ class PARAMSelector(AnchorSelector):
             uniform = torch.stack([uniformity(v) for v in f.values()]).mean()
             loss = loss + self.w_align_uniform * (pairwise_mean(alignment, f) + uniform)
         return loss
-

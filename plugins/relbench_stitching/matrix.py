@@ -12,7 +12,7 @@ import lazy_loader
 
 from relbench.api import Page, bootstrap_columns, with_samples
 from relbench_stitching.intervals import CELL, COMBO
-from relbench_stitching.page import _prepared, common_metrics
+from relbench_stitching.scores import common_metrics, prepared
 
 pd = lazy_loader.load("pandas")
 
@@ -24,7 +24,7 @@ def matrix_cells(results: pd.DataFrame, page: Page) -> list[dict] | None:
     """Every (combination, source, target) cell of the first metric every combination
     reports: ``score`` (mean over seeds of the pair's finished rows), ``low``/``high`` (95 %
     interval, None where it cannot be drawn) and ``n`` (seeds); None without results."""
-    df = _prepared(results)
+    df = prepared(results)
     metrics = common_metrics(df)
     if not metrics:
         return None
