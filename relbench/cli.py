@@ -570,9 +570,19 @@ def _board(args, registry) -> int:
 def _release_rows(args, registry):
     """A runner over the tasks file's suite (for its data sets) and the rows of the
     release ``args.release`` (the shipped one by default)."""
-    from relbench.config import load_suite
     from relbench.runner import Runner
-    from relbench.verify import read_release
+
+    suite, _, rows, _ = _release_of(args, registry)
+    return Runner(suite, registry, output=args.output), rows
+
+
+def _release_of(args, registry):
+    """``(suite, path, rows, tasks)``: the tasks file's suite, the release table
+    ``args.release`` (the shipped one by default), its rows and the suite's tasks it
+    holds; a user error naming the fix when the tasks file or the table is missing or they
+    share no task."""
+    from relbench.config import load_suite
+    from relbench.reuse import read_release
 
     if not args.tasks.exists():
         raise ConfigError(f"{args.tasks}: no such tasks file. Pass the tasks file of the release, e.g. "
@@ -585,9 +595,10 @@ def _release_rows(args, registry):
         raise UserError(f"{path}: no release results table there; pass one, e.g. `--release "
                         f"leaderboards/results.parquet`.")
     rows = read_release(path)
-    if not set(rows["task"]) & {t.name for t in suite.tasks}:
+    tasks = [t for t in suite.tasks if t.name in set(rows["task"])]
+    if not tasks:
         raise UserError(f"{path} holds no rows of the tasks of {args.tasks}; pass the tasks file of that release.")
-    return Runner(suite, registry, output=args.output), rows
+    return suite, path, rows, tasks
 
 
 def _cmd_publish(args, registry, revision: str | None = None) -> int:
@@ -698,24 +709,9 @@ def _store_export(args, registry):
 def _release_export(args, registry):
     """``(rows, what they are, default folder)`` of ``relbench export --release``: the
     release's rows of the tasks file's tasks, or the cells of their pages."""
-    from relbench.config import load_suite
     from relbench.summary import release_rows, task_summary
-    from relbench.reuse import read_release
 
-    if not args.tasks.exists():
-        raise ConfigError(f"{args.tasks}: no such tasks file. Pass the tasks file of the release, e.g. "
-                          f"`relbench export tasks.yaml --release`.")
-    if args.precision:
-        os.environ[PRECISION_ENV] = args.precision
-    suite = load_suite(args.tasks, registry)
-    path = args.release if args.release != RELEASE_DEFAULT else _release_path(args)
-    if not path.is_file():
-        raise UserError(f"{path}: no release results table there; pass one, e.g. `--release "
-                        f"leaderboards/results.parquet`.")
-    rows = read_release(path)
-    tasks = [t for t in suite.tasks if t.name in set(rows["task"])]
-    if not tasks:
-        raise UserError(f"{path} holds no rows of the tasks of {args.tasks}; pass the tasks file of that release.")
+    suite, path, rows, tasks = _release_of(args, registry)
     folder = args.output or suite.output
     if args.summary:
         frames = {t.name: task_summary(t, release_rows(rows, t.name)) for t in tasks}

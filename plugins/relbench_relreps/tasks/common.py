@@ -146,3 +146,32 @@ def image_rows(path, panels: list[tuple[str, torch.Tensor]], shape: tuple[int, .
     fig.savefig(path, dpi=100)
     fig.savefig(path.with_suffix(".svg"))  # beside the PNG, copied with it to the page
     plt.close(fig)
+
+
+#: the two bottlenecks the kinds that train their own nets compare
+BOTTLENECKS = ("absolute", "relative")
+
+
+def check_training_settings(kind, positive: tuple[str, ...]) -> None:
+    """A ``ValueError`` naming the first bad setting of a kind that trains its own nets:
+    each of ``positive`` at least 1, ``lr`` above 0, ``model_seeds`` at least two distinct
+    seeds (stitched pairs need two nets)."""
+    for key in positive:
+        if getattr(kind, key) < 1:
+            raise ValueError(f"{key} must be positive, got {getattr(kind, key)}")
+    if kind.lr <= 0:
+        raise ValueError(f"lr must be positive, got {kind.lr}")
+    seeds = kind.model_seeds
+    if len(set(seeds)) < 2 or len(set(seeds)) != len(seeds):
+        raise ValueError(f"model_seeds must hold at least two distinct seeds (stitched pairs need two models), "
+                         f"got {seeds}")
+
+
+def bottleneck_plan(task) -> list[dict]:
+    """One unit per task seed × selector of the grid (default random) × bottleneck."""
+    from relbench_relreps.selectors import RandomAnchors
+
+    selectors = specs_or_default(task.grid["selectors"], "selector", RandomAnchors)
+    return [{"seed": seed, "selector": sel, "bottleneck": bottleneck}
+            for seed in task.seeds for sel in selectors for bottleneck in BOTTLENECKS]
+

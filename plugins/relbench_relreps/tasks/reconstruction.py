@@ -13,15 +13,14 @@ import numpy as np
 from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions,
                           seeded_generator)
 from relbench_metrics import MSE
-from relbench_relreps.selectors import RandomAnchors
-from relbench_relreps.tasks.common import (best_cell, cell_headline, image_rows, image_view, select_without_banks,
-                                           specs_or_default, summary_table, without_failures)
+from relbench_relreps.tasks.common import (BOTTLENECKS, best_cell, bottleneck_plan, cell_headline,
+                                           check_training_settings, image_rows, image_view, select_without_banks,
+                                           summary_table, without_failures)
 
 pd = lazy_loader.load("pandas")
 torch = lazy_loader.load("torch")
 
 FIGURE = "reconstruction_{bottleneck}.png"
-BOTTLENECKS = ("absolute", "relative")
 
 
 def _pixels(items, idx: np.ndarray) -> torch.Tensor:
@@ -99,21 +98,12 @@ class Reconstruction(TaskKind):
     figure_samples: int = 8
 
     def __post_init__(self) -> None:
-        for key in ("latent_dim", "hidden", "epochs", "batch_size", "train_samples", "test_samples",
-                    "figure_samples"):
-            if getattr(self, key) < 1:
-                raise ValueError(f"{key} must be positive, got {getattr(self, key)}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be positive, got {self.lr}")
-        if len(set(self.model_seeds)) < 2 or len(set(self.model_seeds)) != len(self.model_seeds):
-            raise ValueError(f"model_seeds must hold at least two distinct seeds (stitched pairs need two models), "
-                             f"got {self.model_seeds}")
+        check_training_settings(self, ("latent_dim", "hidden", "epochs", "batch_size", "train_samples",
+                                       "test_samples", "figure_samples"))
 
     def plan(self, task: Task) -> list[UnitKey]:
         """One unit per task seed × selector × bottleneck."""
-        selectors = specs_or_default(task.grid["selectors"], "selector", RandomAnchors)
-        return [{"seed": seed, "selector": sel, "bottleneck": bottleneck}
-                for seed in task.seeds for sel in selectors for bottleneck in BOTTLENECKS]
+        return bottleneck_plan(task)
 
     def run(self, run: TaskRunAPI) -> None:
         """Per unit: draw the anchors, train the autoencoders, score every encoder ×

@@ -15,15 +15,14 @@ import numpy as np
 from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, directions, metric_row,
                           per_sample_predictions, seeded_generator)
 from relbench_metrics import Accuracy, PearsonR, WeightedF1
-from relbench_relreps.selectors import RandomAnchors
-from relbench_relreps.tasks.common import (best_cell, cell_headline, image_view, select_without_banks,
-                                           specs_or_default, summary_table, with_arrows, without_failures)
+from relbench_relreps.tasks.common import (best_cell, bottleneck_plan, cell_headline,
+                                           check_training_settings, image_view, select_without_banks, summary_table,
+                                           with_arrows, without_failures)
 
 pd = lazy_loader.load("pandas")
 torch = lazy_loader.load("torch")
 
 FIGURE = "relative_training_epochs.png"
-BOTTLENECKS = ("absolute", "relative")
 SIMILARITY = "latent_similarity"
 #: Table 2's image columns: weighted F1 × 100 ± std over 6 seeds, (relative, absolute)
 PAPER = {"MNIST": ("97.91 ± 0.07", "97.95 ± 0.10"), "F-MNIST": ("90.19 ± 0.27", "90.32 ± 0.21"),
@@ -103,20 +102,11 @@ class RelativeTraining(TaskKind):
     test_samples: int = 2000
 
     def __post_init__(self) -> None:
-        for key in ("latent_dim", "epochs", "batch_size", "train_samples", "test_samples"):
-            if getattr(self, key) < 1:
-                raise ValueError(f"{key} must be positive, got {getattr(self, key)}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be positive, got {self.lr}")
-        if len(set(self.model_seeds)) < 2 or len(set(self.model_seeds)) != len(self.model_seeds):
-            raise ValueError(f"model_seeds must hold at least two distinct seeds (stitched pairs need two nets), "
-                             f"got {self.model_seeds}")
+        check_training_settings(self, ("latent_dim", "epochs", "batch_size", "train_samples", "test_samples"))
 
     def plan(self, task: Task) -> list[UnitKey]:
         """One unit per task seed × selector × bottleneck."""
-        selectors = specs_or_default(task.grid["selectors"], "selector", RandomAnchors)
-        return [{"seed": seed, "selector": sel, "bottleneck": bottleneck}
-                for seed in task.seeds for sel in selectors for bottleneck in BOTTLENECKS]
+        return bottleneck_plan(task)
 
     def run(self, run: TaskRunAPI) -> None:
         """Per unit: draw the anchors, train the nets, score every encoder × head pair."""
