@@ -68,14 +68,9 @@ class Page:
         """Write a matplotlib figure as ``filename`` (PNG, for the page) and as SVG beside
         it (the same name with ``.svg``, for papers), close it, and return the PNG's
         markdown-relative link."""
-        import matplotlib.pyplot as plt
-
         path, link = self.figure(filename)
-        vector, _ = self.figure(Path(filename).with_suffix(".svg").name)
-        fig.savefig(path, dpi=dpi)
-        with plt.rc_context({"svg.fonttype": "none"}):  # text stays text: editable, searchable
-            fig.savefig(vector)
-        plt.close(fig)
+        self.figure(Path(filename).with_suffix(".svg").name)  # its vector twin, written beside it
+        save_figure(fig, path, dpi)
         return link
 
     def stored_figure(self, filename: str) -> str | None:
@@ -93,6 +88,21 @@ class Page:
             if vector_path.resolve() != vector.resolve():
                 shutil.copyfile(vector, vector_path)
         return link
+
+
+def save_figure(fig, path: Path, dpi: int = 110) -> None:
+    """Write a matplotlib figure as the PNG ``path`` and as SVG beside it (the same name
+    with ``.svg``, its text kept as text: editable, searchable), creating the folder, and
+    close it. For figures a task kind draws during a run into
+    :meth:`relbench.results.ResultStore.figure_path`, which :meth:`Page.stored_figure`
+    copies next to the page."""
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    with plt.rc_context({"svg.fonttype": "none"}):
+        fig.savefig(path.with_suffix(".svg"))
+    plt.close(fig)
 
 
 def slug(text: str) -> str:

@@ -8,7 +8,8 @@ from typing import ClassVar
 import lazy_loader
 import numpy as np
 
-from relbench.api import Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, fmt, fmt_interval, seed_interval, table
+from relbench.api import (Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, fmt, fmt_interval, save_figure,
+                          seed_interval, table)
 
 pd = lazy_loader.load("pandas")
 torch = lazy_loader.load("torch")
@@ -112,11 +113,7 @@ class EmbeddingNorms(TaskKind):
             ax.set_title(f"{label} (n = {len(values)})", fontsize=9)
             ax.legend(fontsize=7)
         fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-        with plt.rc_context({"svg.fonttype": "none"}):
-            fig.savefig(path.with_suffix(".svg"))  # beside the PNG, copied with it to the page
-        plt.close(fig)
+        save_figure(fig, path)
 
     def meaning(self, headline: dict | None, direction: str) -> str:
         """How to read the page: a small coefficient of variation and close quantiles mean

@@ -10,7 +10,7 @@ import lazy_loader
 import numpy as np
 
 from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, fmt, fmt_interval, head_settings,
-                          seed_interval, table, validate_head_params)
+                          save_figure, seed_interval, table, validate_head_params)
 from relbench_topology.death_times import grouped_death_times, quantile_metric
 
 pd = lazy_loader.load("pandas")
@@ -155,11 +155,7 @@ class DeathTimes(TaskKind):
             ax.set_title(f"{encoder} · {similarity}", fontsize=9)
             ax.legend(fontsize=7)
         fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-        with plt.rc_context({"svg.fonttype": "none"}):
-            fig.savefig(path.with_suffix(".svg"))  # beside the PNG, copied with it to the page
-        plt.close(fig)
+        save_figure(fig, path)
 
     def meaning(self, headline: dict | None, direction: str) -> str:
         """How to read the page: densification narrows the distribution around β."""

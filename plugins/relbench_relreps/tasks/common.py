@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 import lazy_loader
 import numpy as np
 
-from relbench.api import AnchorContext, Anchors, ConfigError, PluginSpec, arrow, bootstrap_columns, directions, table
+from relbench.api import (AnchorContext, Anchors, ConfigError, PluginSpec, arrow, bootstrap_columns, directions,
+                          save_figure, table)
 
 pd = lazy_loader.load("pandas")
 torch = lazy_loader.load("torch")
@@ -142,10 +143,7 @@ def image_rows(path, panels: list[tuple[str, torch.Tensor]], shape: tuple[int, .
             ax.set_yticks([])
         axes[r][0].set_title(title, fontsize=7, loc="left")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    fig.savefig(path.with_suffix(".svg"))  # beside the PNG, copied with it to the page
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 #: the two bottlenecks the kinds that train their own nets compare
