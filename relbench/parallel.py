@@ -283,18 +283,35 @@ def _follow_thread_share() -> None:
     path = os.environ.get(THREADS_ENV)
     if not path or os.name != "posix":
         return
+    signal.signal(signal.SIGUSR1, lambda *_: apply_thread_share(Path(path)))
+    apply_thread_share(Path(path))
 
-    def apply(*_) -> None:
-        try:
-            threads = max(1, int(Path(path).read_text()))
-        except (OSError, ValueError):
-            return
-        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
-        if "torch" in sys.modules:
-            sys.modules["torch"].set_num_threads(threads)
 
-    signal.signal(signal.SIGUSR1, apply)
-    apply()
+#: Seconds after which a share that arrived while torch was being imported is applied again.
+SHARE_RETRY_S = 0.2
+
+
+def apply_thread_share(path: Path) -> None:
+    """Make the share written in ``path`` torch's thread count and the OpenMP/MKL
+    settings a later import reads. A signal handler runs between two instructions of
+    whatever the main thread is doing, an ``import torch`` included: a module still
+    being imported is left alone (calling into it, or an exception raised here, would
+    abort that import and leave a torch without ``device``), and SIGUSR1 is sent again
+    :data:`SHARE_RETRY_S` later, when the import has finished."""
+    try:
+        threads = max(1, int(path.read_text()))
+    except (OSError, ValueError):
+        return
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    if getattr(getattr(torch, "__spec__", None), "_initializing", False) or not hasattr(torch, "set_num_threads"):
+        retry = threading.Timer(SHARE_RETRY_S, os.kill, (os.getpid(), signal.SIGUSR1))
+        retry.daemon = True
+        retry.start()
+        return
+    torch.set_num_threads(threads)
 
 
 def _work(job_file: str) -> int:

@@ -536,3 +536,37 @@ def test_threads_is_a_positive_count_for_local_runs_and_is_restored_after_a_run(
     before, omp = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
     assert cli_main(["run", str(path), "--threads", "1", "-q", "--no-leaderboard"]) == 0
     assert torch.get_num_threads() == before and os.environ.get("OMP_NUM_THREADS") == omp
+
+
+def test_a_share_that_arrives_during_the_import_of_torch_waits_for_the_import(monkeypatch, tmp_path):
+    # a SIGUSR1 handled while the worker's main thread is inside ``import torch`` must not
+    # call into the half-made module (that aborted the import: "module 'torch' has no
+    # attribute 'device'"); it is sent again shortly and applied once the import finished
+    import importlib.machinery
+    import types
+
+    share = tmp_path / "task.threads"
+    share.write_text("2")
+    calls, retries = [], []
+    half = types.ModuleType("torch")
+    half.__spec__ = importlib.machinery.ModuleSpec("torch", None)
+    half.__spec__._initializing = True
+    half.set_num_threads = calls.append
+
+    class Timer:
+        def __init__(self, delay, function, args):
+            retries.append((delay, function, args))
+
+        def start(self):
+            pass
+
+    monkeypatch.setitem(sys.modules, "torch", half)
+    monkeypatch.setattr(parallel.threading, "Timer", Timer)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("MKL_NUM_THREADS", "1")
+    parallel.apply_thread_share(share)
+    assert calls == [] and os.environ["OMP_NUM_THREADS"] == "2"  # a later import reads the share
+    assert retries == [(parallel.SHARE_RETRY_S, os.kill, (os.getpid(), signal.SIGUSR1))]
+    half.__spec__._initializing = False  # the import finished: the retry applies it
+    parallel.apply_thread_share(share)
+    assert calls == [2] and len(retries) == 1
