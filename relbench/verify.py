@@ -492,8 +492,9 @@ def audit(tasks_file: Path, rows: pd.DataFrame, source: Path, size: int, seed: i
           findings_of, checked: str = RELEASE_CHECKS) -> Audit:
     """The two parts of the audit of the published ``rows`` (read from ``source``) of
     ``tasks_file``'s plan, printed: the integrity findings ``findings_of(task_runs)``
-    gives (``checked``: what holds when there are none), then ``size`` units drawn with ``seed`` recomputed in a temporary folder and
-    compared (:func:`recompute`, :func:`compare`). ``relbench verify`` audits a release
+    gives (``checked``: what holds when there are none), then ``size`` units drawn with
+    ``seed`` recomputed in a temporary folder and compared (:func:`recompute`,
+    :func:`compare`). ``relbench verify`` audits a release
     so (:func:`verify`), and a contributor's bundle (:mod:`relbench.bundle`)."""
     from relbench.config import load_suite
     from relbench.runner import Runner
