@@ -149,6 +149,11 @@ def _parser() -> argparse.ArgumentParser:
                     help="write the interactive board into DIR instead of the markdown pages: a static site that "
                          "works offline from the file system (index.html: every page cell, sortable and filterable; "
                          "one page per task with its matrices)")
+    lb.add_argument("--include", type=Path, action="append", default=[], metavar="BUNDLE",
+                    help="also show the units of a contributor's bundle (`relbench submit`) that the store lacks, "
+                         "marked submitted with their verification result; only a bundle that `relbench verify "
+                         "BUNDLE` found to agree (its receipt beside it) is taken, and nothing is stored "
+                         "(repeatable; a unit the store holds shows the store's rows)")
     lb.add_argument("--release", type=Path, nargs="?", const=RELEASE_DEFAULT, metavar="FILE",
                     help="with --html: draw the board from a release's results table instead of the results store "
                          "(default FILE: results.parquet in leaderboards/ at the top of the checkout holding the "
@@ -191,7 +196,10 @@ def _parser() -> argparse.ArgumentParser:
                                         "per metric the largest |recomputed - published| and how many rows fall "
                                         "outside tolerance. Exit 0 when everything holds, 1 on any finding.")
     verify.add_argument("tasks", type=Path, nargs="?", default=Path("tasks.yaml"),
-                        help="the tasks file of the release (default tasks.yaml)")
+                        help="the tasks file of the release (default tasks.yaml), or a contributor's bundle "
+                             "(BUNDLE.zip of `relbench submit`): its rows are checked and a sample recomputed the "
+                             "same way, and the receipt BUNDLE.zip.verified.json is written beside it (the only "
+                             "file written)")
     verify.add_argument("--sample", type=_positive, default=None, metavar="N",
                         help="how many published units to recompute (default 8)")
     verify.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the sample (default 0)")
@@ -221,6 +229,23 @@ def _parser() -> argparse.ArgumentParser:
                         help="read the rows of a release's results table instead of the results store (default "
                              "FILE: results.parquet in leaderboards/ at the top of the checkout holding the tasks "
                              "file, the shipped release)")
+
+    submit = sub.add_parser("submit", help="write a contributor's bundle: the units computed here, for verification",
+                            description="Write one zip file holding the rows of the tasks file's current plan that "
+                                        "were computed here (per-sample predictions included; units `relbench run "
+                                        "--reuse` took from a release are left out) and a manifest: the tasks "
+                                        "file's text and sha256, the plugin packages and versions, the git "
+                                        "revisions, the units per task and every member's sha256. Maintainers "
+                                        "check it with `relbench verify BUNDLE` and show it with `relbench "
+                                        "leaderboard --include BUNDLE`.")
+    submit.add_argument("tasks", type=Path, nargs="?", default=Path("tasks.yaml"),
+                        help="the tasks file the units were run from (default tasks.yaml)")
+    submit.add_argument("--to", type=Path, help="the bundle to write (default: submission.zip in the results folder)")
+    submit.add_argument("--output", type=Path, help="results directory (overrides the tasks file)")
+    submit.add_argument("--task", action="append", dest="only", metavar="NAME",
+                        help="submit only the tasks matching this name or glob pattern (repeatable)")
+    submit.add_argument("--precision", choices=PRECISIONS,
+                        help="submit the results of a `relbench run --precision P` (default: the tasks file's)")
 
     cache = sub.add_parser("cache", help="list or clear the embedding cache and the learned anchors",
                            description="The embedding cache lives in $RELBENCH_CACHE_DIR or ~/.cache/relbench.")
@@ -442,16 +467,18 @@ def _release_table(suite) -> Path:
     return default_folder(suite.file) / RELEASE
 
 
-def _render(runner, leaderboards: Path, quiet: bool, redraw: bool = False, release: dict | None = None) -> None:
-    """Pages of every task of the suite from the store, current identities only
-    (unchanged pages are kept unless ``redraw``; a complete page is never replaced by a
-    partial one)."""
+def _render(runner, leaderboards: Path, quiet: bool, redraw: bool = False, release: dict | None = None,
+            store=None) -> None:
+    """Pages of every task of the suite from the store (``store`` when given: the runner's
+    store with submitted bundles, :class:`relbench.bundle.WithSubmitted`), current
+    identities only (unchanged pages are kept unless ``redraw``; a complete page is never
+    replaced by a partial one)."""
     from relbench.leaderboard import render
 
     runner.only = None
     plans = runner.plans()
     current = {tr.task.name: [u.id for u in tr.plan().units] for tr in plans}
-    drawn = render(runner.store, leaderboards, [tr.task for tr in plans], current, redraw, release,
+    drawn = render(store or runner.store, leaderboards, [tr.task for tr in plans], current, redraw, release,
                    runner.suite.smoke)[1:]
     _say(quiet, f"wrote {len(drawn)} changed pages to {leaderboards} ({len(plans) - len(drawn)} kept)")
 
@@ -539,6 +566,8 @@ def _stored_suite(args, registry, empty_hint: str = ""):
 
 
 def _cmd_leaderboard(args, registry) -> int:
+    if args.include and (args.html or args.release):
+        raise UserError("--include merges verified bundles into the markdown pages; leave out --html and --release.")
     if args.html:
         return _board(args, registry)
     if args.release:
@@ -546,7 +575,14 @@ def _cmd_leaderboard(args, registry) -> int:
                         "with --html DIR (the markdown pages of a release are drawn by `relbench publish`).")
     suite, runner = _stored_suite(args, registry)
     leaderboards = (args.leaderboards or suite.leaderboards).resolve()
-    _render(runner, leaderboards, quiet=False, redraw=True)
+    store = None
+    if args.include:
+        from relbench.bundle import included
+
+        store, merged = included(args.include, runner.plans(), runner.store, str(args.tasks))
+        for line in merged:
+            _say(False, line)
+    _render(runner, leaderboards, quiet=False, redraw=True, store=store)
     return EXIT_OK
 
 
@@ -657,15 +693,36 @@ def _cmd_release(args, registry) -> int:
 
 
 def _cmd_verify(args, registry) -> int:
+    from relbench.bundle import SUFFIX, verify_bundle
     from relbench.console import set_quiet
     from relbench.verify import SAMPLE, verify
 
     set_quiet(args.quiet)
     try:
-        holds = verify(args.tasks, args.release, args.sample or SAMPLE, args.seed, registry, args.quiet)
+        if args.tasks.suffix == SUFFIX:
+            if args.release:
+                raise UserError(f"{args.tasks} is a bundle: its rows are the ones verified; leave out --release.")
+            holds = verify_bundle(args.tasks, args.sample or SAMPLE, args.seed, registry, args.quiet)
+        else:
+            holds = verify(args.tasks, args.release, args.sample or SAMPLE, args.seed, registry, args.quiet)
     finally:
         set_quiet(False)
     return EXIT_OK if holds else EXIT_FAILURES
+
+
+def _cmd_submit(args, registry) -> int:
+    """``relbench submit``: the bundle of the units of the plan computed here (:mod:`relbench.bundle`)."""
+    from relbench.bundle import submit
+
+    _, runner = _stored_suite(args, registry)
+    runner.only = args.only
+    to = args.to or runner.store.root / "submission.zip"
+    manifest = submit(runner.plans(), runner.store, args.tasks, to)
+    reused = sum(manifest["reused"].values())
+    print(f"wrote {to}: {sum(manifest['units'].values())} units of {len(manifest['units'])} tasks computed here "
+          f"(revisions {', '.join(manifest['revisions'])}; {reused} units taken from a release left out). Check it: "
+          f"`relbench verify {to} --sample 30`.")
+    return EXIT_OK
 
 
 def _cmd_export(args, registry) -> int:
@@ -766,7 +823,8 @@ def _dispatch(args) -> int:
         print(f"relbench: warning: --disable {name!r} matches no plugin package or plugin; nothing was switched "
               f"off for it (see `relbench plugins`).", file=sys.stderr)
     commands = {"plugins": _cmd_plugins, "run": _cmd_run, "leaderboard": _cmd_leaderboard, "export": _cmd_export,
-                "publish": _cmd_publish, "release": _cmd_release, "verify": _cmd_verify}
+                "publish": _cmd_publish, "release": _cmd_release, "verify": _cmd_verify,
+                "submit": _cmd_submit}
     return commands[args.command](args, registry)
 
 

@@ -9,6 +9,9 @@ not recompute (:func:`relbench.verify.store_release`), and ``relbench run --reus
 (:func:`reuse_release`) for every planned unit the store does not hold yet, each row
 marked with where it came from (:data:`ORIGIN`, ``release@<revision>``); the rows keep
 their own ``git`` revision. Units whose inputs differ have other ids and are computed.
+``relbench leaderboard --include BUNDLE`` shows a contributor's verified units the same
+way (:mod:`relbench.bundle`), marked ``submitted:<bundle>@<revision>`` with their
+verification result (:data:`VERIFIED`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ pd = lazy_loader.load("pandas")
 
 #: the field of a stored row taken from a release: ``release@<revision>`` (absent on rows computed here)
 ORIGIN = "origin"
+#: the origin of a row a contributor's bundle submitted: ``submitted:<bundle name>@<revision>``
+SUBMITTED_PREFIX = "submitted:"
+#: the field of a submitted row saying how ``relbench verify`` judged its bundle
+VERIFIED = "verified"
 #: the line fields a release row carries as columns, which a stored line holds itself
 LINE_FIELDS = ("unit", "run")
 #: how the release index states its revision, tasks file and digest (:func:`relbench.leaderboard.release_section`)
@@ -159,42 +166,71 @@ def reuse_release(task_runs: list, path: Path, store) -> Reused:
 
 #: how a page marks a group of rows (a combination, …) by where its units came from
 COMPUTED_LOCALLY, PARTLY_LOCALLY, FROM_RELEASE = "computed locally", "partly computed locally", "from the release"
+SUBMITTED, PARTLY_SUBMITTED = "submitted", "partly submitted"
 
 
 def taken_from_release(df: pd.DataFrame) -> pd.Series:
-    """Per row of a task's stored rows, whether ``relbench run --reuse`` took it from a
-    release (its :data:`ORIGIN` is set) rather than computing it here."""
+    """Per row of a task's stored rows, whether it was not computed here: ``relbench run
+    --reuse`` took it from a release, or a bundle submitted it (its :data:`ORIGIN` is set)."""
     if ORIGIN not in df:
         return pd.Series(False, index=df.index)
     return df[ORIGIN].notna() & (df[ORIGIN].astype(str) != "")
 
 
+def submitted(df: pd.DataFrame) -> pd.Series:
+    """Per row, whether a contributor's bundle submitted it (``relbench leaderboard --include``)."""
+    if ORIGIN not in df:
+        return pd.Series(False, index=df.index)
+    return df[ORIGIN].astype(str).str.startswith(SUBMITTED_PREFIX)
+
+
+def sources(df: pd.DataFrame) -> pd.Series:
+    """Per row, where it came from: :data:`COMPUTED_LOCALLY`, :data:`FROM_RELEASE` or :data:`SUBMITTED`."""
+    taken, sent = taken_from_release(df), submitted(df)
+    return pd.Series(COMPUTED_LOCALLY, index=df.index).mask(taken, FROM_RELEASE).mask(sent, SUBMITTED)
+
+
 def origin_marks(df: pd.DataFrame, by: list[str]) -> dict[tuple, str]:
     """Where each group of rows (by the values of the columns ``by``, e.g. a
-    combination's plugins) came from, on a page that shows rows taken from a release
-    beside rows computed here: :data:`COMPUTED_LOCALLY` when none of its rows came from
-    the release, :data:`FROM_RELEASE` when all did, :data:`PARTLY_LOCALLY` otherwise.
-    Empty when the rows do not mix the two (every row computed here, or every row from
-    a release): then there is nothing to tell apart."""
-    taken = taken_from_release(df)
-    if not taken.any() or taken.all():
+    combination's plugins) came from, on a page that shows rows of more than one source
+    (computed here, taken from a release, submitted in a bundle): the source's mark
+    (:data:`COMPUTED_LOCALLY`, :data:`FROM_RELEASE`, :data:`SUBMITTED`) when all its
+    rows share it, else :data:`PARTLY_LOCALLY` when some were computed here and
+    :data:`PARTLY_SUBMITTED` when none were. Empty when every row has one source: then
+    there is nothing to tell apart."""
+    source = sources(df)
+    if source.nunique() < 2:
         return {}
-    share = taken.groupby([df[c] for c in by], sort=False, dropna=False).mean()
-    return {key if isinstance(key, tuple) else (key,): COMPUTED_LOCALLY if part == 0 else
-            FROM_RELEASE if part == 1 else PARTLY_LOCALLY for key, part in share.items()}
+    marks = {}
+    for key, group in source.groupby([df[c] for c in by], sort=False, dropna=False):
+        kinds = set(group)
+        marks[key if isinstance(key, tuple) else (key,)] = (kinds.pop() if len(kinds) == 1 else PARTLY_LOCALLY
+                                                            if COMPUTED_LOCALLY in kinds else PARTLY_SUBMITTED)
+    return marks
 
 
 def reuse_statement(df: pd.DataFrame) -> str:
-    """The page's sentence on what came from a release: how many of the units shown
-    ``relbench run --reuse`` took from which release revision, and how many were
-    computed locally (empty when no row came from a release)."""
+    """The page's sentence on what was not computed here: how many of the units shown
+    ``relbench run --reuse`` took from which release revision, how many a bundle
+    submitted (with its revision and verification result), and how many were computed
+    locally (empty when every row was computed here)."""
     taken = taken_from_release(df)
     if not taken.any() or "unit" not in df:
         return ""
     units = df["unit"].nunique()
-    by_release = df[taken].groupby(df.loc[taken, ORIGIN].astype(str))["unit"].nunique()
-    releases = ", ".join(f"{n:,} from the release at revision `{origin.split('@', 1)[-1]}`"
-                         for origin, n in by_release.items())
+    origins = df.loc[taken, ORIGIN].astype(str)
+    parts = [_taken_part(origin, df.loc[origins.index[origins == origin]]) for origin in sorted(set(origins))]
     local = df.loc[~taken, "unit"].nunique()
-    return (f"Of the {units:,} units shown, {releases} (taken by `relbench run --reuse`; their rows keep the git "
-            f"revision they were computed at), {local:,} computed locally. ")
+    return f"Of the {units:,} units shown, {', '.join(parts)}, {local:,} computed locally. "
+
+
+def _taken_part(origin: str, rows: pd.DataFrame) -> str:
+    """The statement's part on the units of one ``origin`` (a release's or a bundle's)."""
+    count = rows["unit"].nunique()
+    if not origin.startswith(SUBMITTED_PREFIX):
+        return (f"{count:,} from the release at revision `{origin.split('@', 1)[-1]}` (taken by `relbench run "
+                f"--reuse`; their rows keep the git revision they were computed at)")
+    bundle, _, revision = origin[len(SUBMITTED_PREFIX):].rpartition("@")
+    verdicts = sorted(set(rows[VERIFIED].dropna().astype(str))) if VERIFIED in rows else []
+    return (f"{count:,} submitted in `{bundle}` at revision `{revision}` (merged by `relbench leaderboard "
+            f"--include`; {'; '.join(verdicts) or 'verification unknown'})")

@@ -207,6 +207,14 @@ def _version_findings(task_runs: list, rows: pd.DataFrame) -> list[str]:
     return findings
 
 
+def submission_integrity(task_runs: list, rows: pd.DataFrame) -> list[str]:
+    """The integrity findings of a contributor's rows (:mod:`relbench.bundle`, whose
+    reading already refused units outside the plan): rows without a clean revision, and
+    recorded versions other than the ones here. Units the rows lack are no finding: a
+    contributor submits the units they computed, not the release's."""
+    return [*_provenance_findings(rows), *_version_findings(task_runs, rows)]
+
+
 # ----------------------------------------------------------------------------- sampling
 
 
@@ -445,32 +453,68 @@ def verify(tasks_file: Path, release: Path | None, size: int, seed: int, registr
     ``size`` of its units drawn with ``seed`` in a temporary folder, print the findings,
     the sample and the comparison; return whether everything holds (no finding, every
     row within tolerance)."""
-    from relbench.config import load_suite
     from relbench.leaderboard import RELEASE
     from relbench.publish import default_folder
-    from relbench.runner import Runner
 
     if not tasks_file.is_file():
         raise UserError(f"{tasks_file}: no such tasks file. Pass the tasks file of the release, e.g. "
                         f"`relbench verify tasks.yaml`.")
     release = release or default_folder(tasks_file) / RELEASE
     rows = read_release(release)
+    return audit(tasks_file, rows, release, size, seed, registry, quiet,
+                 lambda task_runs: integrity(task_runs, rows, tasks_file, release)).holds
+
+
+#: what the integrity check of a release checked, said when it holds
+RELEASE_CHECKS = ("every row has a clean git revision, every planned unit has rows under the plan's identity, the "
+                  "release was drawn from this tasks file, and the versions recorded are the ones here.")
+#: what the integrity check of a contributor's bundle checks (:func:`submission_integrity`)
+SUBMISSION_CHECKS = ("every row has a clean git revision, every unit is one of the plan of the tasks file the bundle "
+                     "holds, and the versions recorded are the ones here.")
+
+
+@dataclass(frozen=True)
+class Audit:
+    """What :func:`audit` found: the integrity ``findings``, the ``table`` of compared
+    rows (:func:`compare`; empty when nothing was recomputed) and whether everything holds."""
+
+    findings: list[str]
+    table: pd.DataFrame
+    holds: bool
+
+    def units(self, within: bool) -> int:
+        """How many recomputed units agree (``within``: every row within tolerance) or do not."""
+        outside = set(self.table.loc[~self.table["within"].astype(bool), "unit"])
+        return len(outside) if not within else self.table["unit"].nunique() - len(outside)
+
+
+def audit(tasks_file: Path, rows: pd.DataFrame, source: Path, size: int, seed: int, registry, quiet: bool,
+          findings_of, checked: str = RELEASE_CHECKS) -> Audit:
+    """The two parts of the audit of the published ``rows`` (read from ``source``) of
+    ``tasks_file``'s plan, printed: the integrity findings ``findings_of(task_runs)``
+    gives (``checked``: what holds when there are none), then ``size`` units drawn with
+    ``seed`` recomputed in a temporary folder and compared (:func:`recompute`,
+    :func:`compare`). ``relbench verify`` audits a release
+    so (:func:`verify`), and a contributor's bundle (:mod:`relbench.bundle`)."""
+    from relbench.config import load_suite
+    from relbench.runner import Runner
+
     with tempfile.TemporaryDirectory(prefix="relbench-verify-") as folder, fresh_cache(Path(folder) / "cache"):
         suite = load_suite(tasks_file, registry)
         suite.cache_dir = Path(folder) / "cache"
         runner = Runner(suite, registry, quiet=quiet, output=Path(folder) / "results",
-                        command=f"relbench verify {tasks_file}")
+                        command=f"relbench verify {source}")
         task_runs = runner.plans()
-        findings = [f"task {line}" for line in runner.stats.failures] + integrity(task_runs, rows, tasks_file, release)
-        _print_findings(release, tasks_file, findings)
+        findings = [f"task {line}" for line in runner.stats.failures] + findings_of(task_runs)
+        _print_findings(source, tasks_file, findings, checked)
         sample = draw(task_runs, rows, size, seed)
         _print_sample(sample, size, seed)
         if not sample:
             print("\nnothing to recompute: no unit of the plan has rows in the release.")
-            return False
+            return Audit(findings, compare([], task_runs, rows, {}), False)
         recomputed = recompute(runner, task_runs, rows, sample)
     table = compare(sample, task_runs, rows, recomputed)
-    return _print_comparison(table, runner.stats) and not findings
+    return Audit(findings, table, _print_comparison(table, runner.stats) and not findings)
 
 
 def recompute(runner, task_runs: list, rows: pd.DataFrame, sample: list[Sampled]) -> dict[str, pd.DataFrame]:
@@ -487,11 +531,10 @@ def recompute(runner, task_runs: list, rows: pd.DataFrame, sample: list[Sampled]
     return {name: runner.store.load(name, units=list(ids)) for name in names}
 
 
-def _print_findings(release: Path, tasks_file: Path, findings: list[str]) -> None:
+def _print_findings(release: Path, tasks_file: Path, findings: list[str], checked: str) -> None:
     print(f"integrity of {release} against {tasks_file}:")
     if not findings:
-        print("  holds: every row has a clean git revision, every planned unit has rows under the plan's identity, "
-              "the release was drawn from this tasks file, and the versions recorded are the ones here.")
+        print(f"  holds: {checked}")
     for finding in findings:
         print(f"  - FINDING: {finding}")
 

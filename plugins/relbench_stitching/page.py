@@ -116,7 +116,8 @@ RANKING_LEGEND = (
     "continues below, its rows named again. ")
 #: what the ranking's *origin* column means, said where some units were taken from a release
 ORIGIN_LEGEND = ("*origin*: whether a combination was computed locally, taken from the release (`relbench run "
-                 "--reuse`), or partly both. ")
+                 "--reuse`), submitted in a verified bundle (`relbench leaderboard --include`), or partly one of "
+                 "them. ")
 
 
 def _scored(r: pd.Series, part: str) -> str:
