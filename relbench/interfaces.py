@@ -1092,6 +1092,26 @@ class TaskKind(Plugin, ABC):
         page is ``<task>.md`` beside the index."""
         return None
 
+    def companion_tasks(self) -> tuple[str, ...]:
+        """The names of other tasks of the same tasks file whose cells this task's
+        :meth:`cross_kind_section` reads (e.g. a task named in the kind's parameters),
+        whatever their kind; the index then records each such task's :meth:`matrix_cells`
+        with its page. Default: none."""
+        return ()
+
+    @classmethod
+    def cross_kind_section(cls, cells_by_task: dict[str, list[dict[str, Any]]],
+                           companions: dict[str, dict[str, dict[str, Any]]]) -> str | None:
+        """A section of the leaderboard index that reads cells of other kinds' tasks
+        (markdown, headed by its own ``##`` heading), or None (no section; the default).
+        ``cells_by_task``: this kind's tasks' :meth:`index_cells`, as
+        :meth:`index_section` gets them; ``companions``: per such task, each of its
+        :meth:`companion_tasks` that the tasks file has, by name: ``{"kind": its kind's
+        name, "axes": its kind's matrix_axes, "cells": its index cells, "matrix": its
+        matrix cells}`` (None where its page recorded none). Called once per kind each
+        time the index is written, after every kind's :meth:`index_section`."""
+        return None
+
     def claim_rows(self, results: pd.DataFrame) -> pd.DataFrame:
         """The rows a claim of the tasks file compares (default: all; stitching keeps
         the stitched, off-diagonal ones)."""

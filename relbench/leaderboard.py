@@ -9,7 +9,9 @@ task's kind, built with the task's own parameters, for the body (:meth:`TaskKind
 the index line (:meth:`TaskKind.headline`) and its ranking of combinations
 (:meth:`TaskKind.ranking`), which the index compares across tasks
 (:mod:`relbench.crosstask`), and the cells of the kind's section of the index
-(:meth:`TaskKind.index_cells`, kept with the page; :meth:`TaskKind.index_section`);
+(:meth:`TaskKind.index_cells`, kept with the page; :meth:`TaskKind.index_section`), and
+the sections that read other kinds' tasks (:meth:`TaskKind.companion_tasks`, whose matrix
+cells are then kept with their pages; :meth:`TaskKind.cross_kind_section`);
 ``sources.md`` lists where data and models come from (:mod:`relbench.provenance`). Only
 rows of the current tasks file's identities reach a page; nothing here recomputes a result.
 """
@@ -231,13 +233,36 @@ def kind_sections(tasks: list[Task], entries: dict[str, dict]) -> list[str]:
     """Each task kind's section of the index (:meth:`TaskKind.index_section`), the kinds
     in the order the tasks file first names them, each given the cells its tasks' pages
     recorded (``entries``: the manifest's entries by task; a task without cells is left
-    out, a kind without any gets no call)."""
+    out, a kind without any gets no call); then, in the same order, each kind's section
+    across kinds (:meth:`TaskKind.cross_kind_section`), given also its tasks' companions."""
     cells_by_kind: dict[type, dict[str, list]] = {}
     for task in tasks:
         cells = entries[task.name].get("cells")
         if cells:
             cells_by_kind.setdefault(task.kind.cls, {})[task.name] = cells
-    return [section for kind, cells in cells_by_kind.items() if (section := kind.index_section(cells))]
+    own = [section for kind, cells in cells_by_kind.items() if (section := kind.index_section(cells))]
+    return own + [section for kind, cells in cells_by_kind.items()
+                  if (section := kind.cross_kind_section(cells, companions_of(tasks, entries, kind)))]
+
+
+def companion_names(tasks: list[Task]) -> set[str]:
+    """The tasks that some task of ``tasks`` names as its companion
+    (:meth:`TaskKind.companion_tasks`): their pages also record their matrix cells."""
+    return {name for task in tasks for name in task.kind.build().companion_tasks()}
+
+
+def companions_of(tasks: list[Task], entries: dict[str, dict], kind: type) -> dict[str, dict[str, dict]]:
+    """Per task of ``kind``, the companions it names that ``tasks`` has, each with its kind,
+    matrix axes and the index and matrix cells its page recorded (``entries``)."""
+    by_name = {task.name: task for task in tasks}
+    out: dict[str, dict[str, dict]] = {}
+    for task in (t for t in tasks if t.kind.cls is kind):
+        named = [by_name[name] for name in task.kind.build().companion_tasks() if name in by_name]
+        if named:
+            out[task.name] = {c.name: {"kind": c.kind.name, "axes": list(c.kind.cls.matrix_axes),
+                                       "cells": entries[c.name].get("cells"),
+                                       "matrix": entries[c.name].get("matrix")} for c in named}
+    return out
 
 
 def _write_release(store: ResultStore, path: Path, tasks: list[Task], current: dict[str, list[str]],
@@ -273,10 +298,11 @@ def task_page(out: Path, task: Task, store: ResultStore | None = None) -> Page:
     return Page(out, task.name, store, metrics={m.label: m.build() for m in task.metrics})
 
 
-def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Holding) -> dict:
+def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Holding, matrix: bool = False) -> dict:
     """Write one task's page; return its manifest entry (files, index line, ranking,
-    the cells of its kind's index section, and :meth:`Holding.record`: what the page was
-    drawn from)."""
+    the cells of its kind's index section, with ``matrix`` (the task is another's
+    companion) its matrix cells, and :meth:`Holding.record`: what the page was drawn
+    from)."""
     df = store.load(task.name, units=units)
     kind = task.kind.build()
     page = task_page(out, task, store)
@@ -311,8 +337,9 @@ def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Hol
     else:
         line = [f"[{task.name}]({task.name}.md)", kind.name, "see page", "", "", "", ""]
     files = [path.name, *(str(f.relative_to(out)) for f in page.written)]
+    matrices = {"matrix": kind.matrix_cells(df, page)} if matrix else {}
     return {"files": files, "index": line, "ranking": kind.ranking(df) or None, "cells": kind.index_cells(df, page),
-            **held.record(store, df, out)}
+            **matrices, **held.record(store, df, out)}
 
 
 def headline_score(headline: dict) -> str:
@@ -502,6 +529,7 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
     _remove_stale_pages(out, {task.name for task in tasks})
     manifest = _read_manifest(out)
     entries, written, kept = {}, [], set()
+    companions = companion_names(tasks)
     for task in tasks:
         plan = list(current.get(task.name, ()))
         units = [*plan, TASK_ERROR]
@@ -511,8 +539,9 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
         files_there = isinstance(entry, dict) and all((out / f).is_file() for f in entry.get("files", []))
         if files_there and not held.complete and published(entry) and shown(entry, plan, out, task.name):
             kept.add(task.name)  # a complete page of this plan stays until a complete store replaces it
-        elif redraw or not (files_there and entry.get("digest") == digest and "cells" in entry):
-            entry = {"digest": digest, **_draw(store, out, task, units, held)}
+        elif redraw or not (files_there and entry.get("digest") == digest and "cells" in entry
+                            and (task.name not in companions or "matrix" in entry)):
+            entry = {"digest": digest, **_draw(store, out, task, units, held, task.name in companions)}
             written.append(out / f"{task.name}.md")
         entries[task.name] = entry
     index = out / "README.md"

@@ -11,7 +11,8 @@ import lazy_loader
 import numpy as np
 
 from relbench.api import (Axis, Page, PluginSpec, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, fmt,
-                          fmt_interval, seed_interval, table)
+                          fmt_interval, seed_interval, slug, sparse_figure, table)
+from relbench_spacesim import prediction
 
 pd = lazy_loader.load("pandas")
 
@@ -57,9 +58,17 @@ class SpaceSimilarity(TaskKind):
     subset of at most ``max_samples`` of the seed's test draw, so that the ``n × n``
     kernels of CKA stay small.
 
+    The index's section *Which similarity measure predicts stitching?*
+    (:mod:`relbench_spacesim.prediction`) sets each task beside its ``stitching_task``
+    when the tasks file has both: Spearman's ρ over pairs between each measure (and two
+    controls) and each method's stitched score, per method and pooled over tasks.
+
     Parameters:
         max_samples: test samples compared per seed (seeded subset; 0 = all). Default
             2000 (our choice: the default protocol's whole test draw).
+        stitching_task: the stitching task of the same tasks file with this task's data
+            set and encoders, whose per-pair stitched scores the measures are compared
+            with ("": none). Default "".
     """
 
     name: ClassVar[str] = "space-similarity"
@@ -67,6 +76,7 @@ class SpaceSimilarity(TaskKind):
     paired_on: ClassVar[tuple[str, ...]] = ("source", "target")
     axes: ClassVar[dict[str, Axis]] = {"measures": Axis("space_measure")}
     max_samples: int = 2000
+    stitching_task: str = ""
 
     def __post_init__(self) -> None:
         if self.max_samples < 0:
@@ -104,15 +114,75 @@ class SpaceSimilarity(TaskKind):
     def meaning(self, headline: dict | None, direction: str) -> str:
         """How to read the page: matrices of similarity, not a ranking."""
         return ("Each table is one measure's matrix of similarity between the encoders' spaces (mean over seeds with "
-                "its 95 % interval); compare it with the stitching scores of the same pairs to see which measure "
-                "predicts whether stitching works.")
+                "its 95 % interval); the index's section *Which similarity measure predicts stitching?* ranks the "
+                "measures by their rank correlation over these pairs with the stitching scores of the same pairs.")
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
-        """One source × target table per measure: the mean over seeds [95 % interval over seeds]."""
+        """Per measure, its source × target heatmap (mean over seeds, oriented as the
+        stitching page's per-pair heatmaps) and table (the mean over seeds [95 % interval
+        over seeds])."""
         ok = results[results["status"] == "ok"]
         if ok.empty:
             return "No results yet.\n"
-        return "\n".join(_matrix(metric, g) for metric, g in ok.groupby("metric", sort=False))
+        beside = (f"Each measure's matrix is drawn as [{self.stitching_task}]({self.stitching_task}.md)'s per-pair "
+                  f"heatmaps are (rows: source, columns: target), to be read beside them.\n\n"
+                  if self.stitching_task else "")
+        return beside + "\n".join(_heatmap_section(metric, g, page) + _matrix(metric, g)
+                                   for metric, g in ok.groupby("metric", sort=False))
+
+    def companion_tasks(self) -> tuple[str, ...]:
+        """The ``stitching_task``, when set."""
+        return (self.stitching_task,) if self.stitching_task else ()
+
+    def index_cells(self, results: pd.DataFrame, page: Page) -> list[dict] | None:
+        """Per measure and ordered pair its mean over seeds, and per encoder its
+        architecture (:func:`relbench_spacesim.prediction.measure_cells`)."""
+        cells = prediction.measure_cells(results)
+        return cells or None
+
+    @classmethod
+    def cross_kind_section(cls, cells_by_task: dict[str, list[dict]],
+                           companions: dict[str, dict[str, dict]]) -> str | None:
+        """*Which similarity measure predicts stitching?* (:func:`relbench_spacesim.prediction.section`)."""
+        return prediction.section(cells_by_task, companions)
+
+
+def pair_means(g: pd.DataFrame) -> tuple[list[str], np.ndarray]:
+    """A measure's encoders (in the rows' order) and its source × target matrix of means over
+    seeds (NaN on the diagonal and where a pair has no row)."""
+    encoders = list(dict.fromkeys(list(g["source"]) + list(g["target"])))
+    means = g.groupby(["source", "target"])["value"].mean()
+    M = np.array([[means.get((s, t), np.nan) if s != t else np.nan for t in encoders] for s in encoders], float)
+    return encoders, M
+
+
+def _heatmap_section(metric: str, g: pd.DataFrame, page: Page) -> str:
+    """A measure's heatmap as a markdown image (brighter: more similar, whatever its
+    direction), or the line saying why it is not drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    encoders, M = pair_means(g)
+    off = M[~np.eye(len(encoders), dtype=bool)]
+    note = sparse_figure(f"heatmap of {metric}", off)
+    if note:
+        return note
+    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(encoders), 1.0 + 0.8 * len(encoders)))
+    cmap = "viridis_r" if g["direction"].iloc[0] == "lower" else "viridis"
+    im = ax.imshow(np.ma.masked_invalid(M), cmap=cmap)
+    ax.set_facecolor("#cccccc")
+    for i, j in itertools.product(range(len(encoders)), repeat=2):
+        ax.text(j, i, "—" if i == j else fmt(M[i, j]), ha="center", va="center", color="white", fontsize=8)
+    ax.set_xticks(range(len(encoders)), encoders, rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(range(len(encoders)), encoders, fontsize=8)
+    ax.set_xlabel("target")
+    ax.set_ylabel("source")
+    ax.set_title(metric, fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    return f"![{metric}]({page.save(fig, f'measure-{slug(metric)}.png')})\n\n"
 
 
 def _matrix(metric: str, g: pd.DataFrame) -> str:
