@@ -397,9 +397,17 @@ class AnchorSelector(Plugin, ABC):
     """Chooses the anchors: a recipe (:class:`Anchors`) usable in every bank."""
 
     interface: ClassVar[str] = "selector"
+    declarations: ClassVar[tuple[str, ...]] = ("prefix_nested",)
     #: True when the choice depends on the embeddings (fps, PARAM): the runner then
     #: selects again for every held-out encoder and never shows it that encoder's bank.
     learns_from_banks: ClassVar[bool] = False
+    #: True when the selection is ordered so that its first ``k`` anchors are what the
+    #: selector returns when asked for ``k`` (same seed and context): a random draw, a
+    #: farthest-point order. A sweep over anchor budgets may then take prefixes of one
+    #: selection, so its curves are paired. False (the default) for choices made for one
+    #: count as a whole (k-means centres, learned mixtures), whose prefix is no such
+    #: choice. :func:`relbench.testing.check_anchor_selector` verifies a True.
+    prefix_nested: ClassVar[bool] = False
 
     @abstractmethod
     def select(self, ctx: AnchorContext) -> Anchors:

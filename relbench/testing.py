@@ -533,7 +533,9 @@ def check_anchor_selector(selector: AnchorSelector, num_anchors: int = 8, seeds:
       its own out-of-domain pool, when ``pool`` names one), without repeating one unless it
       mixes them with ``weights`` (a finite ``anchors × ids`` matrix);
     * can be realised in every bank, the held-out one included;
-    * returns the same anchors again for the same seed, whatever the global random state.
+    * returns the same anchors again for the same seed, whatever the global random state;
+    * when it declares :attr:`~relbench.interfaces.AnchorSelector.prefix_nested`, returns
+      the first ``num_anchors // 2`` of those anchors when asked for that many.
 
     Different seeds may give different anchors or the same ones."""
     for seed in seeds:
@@ -554,6 +556,19 @@ def check_anchor_selector(selector: AnchorSelector, num_anchors: int = 8, seeds:
                  "two selections with the same seed differ", on,
                  "draw every random number from a generator seeded with ctx.seed "
                  "(relbench.training.seeded_generator), not from the global random state")
+        if selector.prefix_nested:
+            _check_prefix_nested(selector, anchors, num_anchors // 2, seed, on)
+
+
+def _check_prefix_nested(selector: AnchorSelector, anchors: Anchors, fewer: int, seed: int, on: str) -> None:
+    """Asked for ``fewer`` anchors, the selector returns the first ``fewer`` of ``anchors``."""
+    smaller = _fresh(selector).select(_anchor_context(fewer, seed))
+    prefix = {e: ids[:len(smaller)] for e, ids in anchors.encoder_ids.items()}
+    _require(smaller.ids == anchors.ids[:len(smaller)] and smaller.encoder_ids == prefix
+             and smaller.weights is None and anchors.weights is None, selector,
+             f"declares prefix_nested, but its {len(smaller)} anchors asked for {fewer} are not the first of its "
+             f"{len(anchors)}", on, "return the anchors in an order whose prefixes are the smaller selections, or "
+             "leave prefix_nested False")
 
 
 @contextlib.contextmanager

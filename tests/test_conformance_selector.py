@@ -104,7 +104,19 @@ class UnseededInOneSpace(AnchorSelector):
         return Anchors(ids=ctx.ids[: ctx.num_anchors], encoder_ids={"b": own})
 
 
+@dataclass
+class FalselyNested(AnchorSelector):
+    """Declares that its prefixes are its smaller selections, but takes the last ids."""
+
+    name: ClassVar[str] = "falsely-nested"
+    prefix_nested: ClassVar[bool] = True
+
+    def select(self, ctx: AnchorContext) -> Anchors:
+        return Anchors(ids=ctx.ids[-ctx.num_anchors:])
+
+
 @pytest.mark.parametrize("broken,message", [
+    (FalselyNested(), r"declares prefix_nested, but its 4 anchors asked for 4 are not the first of its 8"),
     (PeekingInOneSpace(), r"anchor ids \['test-0'\] are not among the fit ids"),
     (UnseededInOneSpace(), "two selections with the same seed differ"),
     (GlobalRandom(), "GlobalRandom \\(selector 'global-random'\\): two selections with the same seed differ "

@@ -64,6 +64,10 @@ def cases(registry) -> dict[str, tuple]:
             common, metrics=[spec(registry.get("metric", "accuracy"))],
             grid={**similarities, "stitchers": [spec(registry.get("stitcher", name), epochs=2)
                                                 for name in ("relative", "absolute")]})),
+        "anchor-budget": (blob_banks(), CLASSES, dict(
+            common, metrics=[spec(registry.get("metric", "accuracy"))], budgets=[4, 16],
+            grid={**similarities, "stitchers": [spec(registry.get("stitcher", name), epochs=2)
+                                                for name in ("relative", "non-stitched")]})),
         "word-neighbourhoods": (word_banks(), None, dict(common, k=5, max_words=100)),
         "reconstruction": ({}, digit_images(), dict(common, encoders=[], latent_dim=8, hidden=32, epochs=1,
                                                     train_samples=100, test_samples=50)),
@@ -93,8 +97,8 @@ def test_every_registered_task_kind_has_a_case(registry):
     assert set(registry.names("task_kind")) == set(cases(registry))
 
 
-@pytest.mark.parametrize("name", ["stitching", "word-neighbourhoods", "reconstruction", "conv-reconstruction",
-                                  "relative-training", "proxy", "translation-quality", "scale-invariance",
+@pytest.mark.parametrize("name", ["stitching", "anchor-budget", "word-neighbourhoods", "reconstruction",
+                                  "conv-reconstruction", "relative-training", "proxy", "translation-quality", "scale-invariance",
                                   "embedding-norms", "death-times", "layer-rescaling", "space-similarity",
                                   "symmetry"])
 def test_the_registered_task_kind_passes(registry, name, tmp_path):

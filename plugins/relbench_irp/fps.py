@@ -103,6 +103,7 @@ class FPSSelector(AnchorSelector):
 
     name: ClassVar[str] = "fps"
     learns_from_banks: ClassVar[bool] = True
+    prefix_nested: ClassVar[bool] = True  # greedy picks in order: a prefix is FPS stopped there
     delta: float = 0.0
     candidates: int = 0
     bank: str = ""

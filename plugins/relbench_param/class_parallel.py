@@ -51,6 +51,7 @@ class ClassParallelAnchors(AnchorSelector):
     """
 
     name: ClassVar[str] = "class-parallel"
+    prefix_nested: ClassVar[bool] = True  # a prefix of the draw; ranks and offsets depend on no later anchor
 
     def select(self, ctx: AnchorContext) -> Anchors:
         """A seeded random draw fixes the classes; each encoder gets its own samples of them."""

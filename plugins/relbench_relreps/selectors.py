@@ -49,6 +49,7 @@ class RandomAnchors(AnchorSelector):
     """
 
     name: ClassVar[str] = "random"
+    prefix_nested: ClassVar[bool] = True  # the first k of a seeded permutation
 
     def select(self, ctx: AnchorContext) -> Anchors:
         """Uniform draw from ``ctx.ids``."""
@@ -68,6 +69,7 @@ class StratifiedAnchors(AnchorSelector):
     """
 
     name: ClassVar[str] = "stratified"
+    prefix_nested: ClassVar[bool] = True  # round-robin picks, in order
 
     def select(self, ctx: AnchorContext) -> Anchors:
         """Round-robin over classes (sorted class order) of a seeded shuffle."""
@@ -102,6 +104,7 @@ class ParallelAnchors(AnchorSelector):
     """
 
     name: ClassVar[str] = "parallel"
+    prefix_nested: ClassVar[bool] = True  # the first k of a seeded permutation
 
     def select(self, ctx: AnchorContext) -> Anchors:
         """Uniform draw from the ids every bank shares."""
@@ -125,6 +128,7 @@ class OODAnchors(AnchorSelector):
     """
 
     name: ClassVar[str] = "ood"
+    prefix_nested: ClassVar[bool] = True  # the first k of a seeded permutation
     dataset: str = "ui-strings"
 
     def __post_init__(self) -> None:
