@@ -31,6 +31,8 @@ from relbench.run_summary import RunSummary
 WORKER_BYTES = int(2.5e9)
 #: ``export --release`` given without a file: the release beside the tasks file (:func:`_release_path`)
 RELEASE_DEFAULT = Path("<the release beside the tasks file>")
+#: units the release's own audit recomputes (``relbench release --audit``)
+AUDIT_SAMPLE = 30
 
 
 def auto_jobs(cores: int | None = None, available: int | None = None) -> int:
@@ -65,6 +67,16 @@ def _positive(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text[:40]!r}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or a positive whole number, got {text[:40]!r}")
     return value
 
 
@@ -185,6 +197,9 @@ def _parser() -> argparse.ArgumentParser:
                          help="worker processes, as for `relbench run` (default auto)")
     release.add_argument("--to", type=Path, help="release folder (default: leaderboards/ at the top of the checkout)")
     release.add_argument("--tag", action="store_true", help="tag the revision once the release is drawn")
+    release.add_argument("--audit", type=_non_negative, default=AUDIT_SAMPLE, metavar="N",
+                         help=f"units the release's own reproduction audit recomputes from scratch once it is drawn, "
+                              f"written to AUDIT.md beside the pages (default {AUDIT_SAMPLE}; 0: no audit)")
     release.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
     verify = sub.add_parser("verify", help="audit a release: check its integrity and recompute a sample of its units",
@@ -205,6 +220,9 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the sample (default 0)")
     verify.add_argument("--release", type=Path, help="the release's results table (default: results.parquet in "
                                                      "leaderboards/ at the top of the checkout holding the tasks file)")
+    verify.add_argument("--report", type=Path, metavar="FILE",
+                        help="also write what the audit prints to FILE (markdown, headed by the command, revision, "
+                             "machine, date and wall time): the audit a release publishes")
     verify.add_argument("-q", "--quiet", action="store_true", help="no progress bars while recomputing")
 
     export = sub.add_parser("export", help="write the current results as one flat table (parquet, csv, jsonl)",
@@ -689,7 +707,13 @@ def _cmd_release(args, registry) -> int:
     status = _cmd_publish(argparse.Namespace(tasks=args.tasks, output=store, to=folder), registry, revision=code)
     if status == EXIT_OK and args.tag:
         _say(False, f"tagged {publish.tag(root, checked['revision'])}")
-    return status
+    if status != EXIT_OK or not args.audit:
+        return status
+    from relbench.audit_report import AUDIT_PAGE
+
+    _say(args.quiet, f"the release's own audit: {args.audit} units recomputed from scratch, into {AUDIT_PAGE}")
+    return _cmd_verify(argparse.Namespace(tasks=args.tasks, release=folder / "results.parquet", sample=args.audit,
+                                          seed=0, quiet=args.quiet, report=folder / AUDIT_PAGE), registry)
 
 
 def _cmd_verify(args, registry) -> int:
@@ -702,12 +726,42 @@ def _cmd_verify(args, registry) -> int:
         if args.tasks.suffix == SUFFIX:
             if args.release:
                 raise UserError(f"{args.tasks} is a bundle: its rows are the ones verified; leave out --release.")
+            if args.report:
+                raise UserError(f"{args.tasks} is a bundle: its audit is the receipt written beside it; leave out "
+                                f"--report.")
             holds = verify_bundle(args.tasks, args.sample or SAMPLE, args.seed, registry, args.quiet)
+        elif args.report:
+            holds = _reported(args, lambda: verify(args.tasks, args.release, args.sample or SAMPLE, args.seed,
+                                                   registry, args.quiet))
         else:
             holds = verify(args.tasks, args.release, args.sample or SAMPLE, args.seed, registry, args.quiet)
     finally:
         set_quiet(False)
     return EXIT_OK if holds else EXIT_FAILURES
+
+
+def _reported(args, audit) -> bool:
+    """Run ``audit`` with what it prints also kept, then write that to ``args.report``
+    (:mod:`relbench.audit_report`); the audit's outcome."""
+    import contextlib
+    import time
+
+    from relbench.audit_report import Tee, report_text
+    from relbench.cache import atomic_write_bytes
+    from relbench.results import environment, git_revision
+    from relbench.verify import SAMPLE
+
+    if args.report.is_dir():
+        raise UserError(f"--report {args.report} is a folder; name the file to write, e.g. {args.report / 'AUDIT.md'}.")
+    tee, start = Tee(sys.stdout), time.monotonic()
+    with contextlib.redirect_stdout(tee):
+        holds = audit()
+    release = f" --release {args.release}" if args.release else ""
+    command = f"relbench verify {args.tasks} --sample {args.sample or SAMPLE} --seed {args.seed}{release}"
+    text = report_text(tee.text(), command, git_revision(), environment(), time.monotonic() - start, holds)
+    atomic_write_bytes(args.report, text.encode())
+    print(f"wrote the audit to {args.report}")
+    return holds
 
 
 def _cmd_submit(args, registry) -> int:

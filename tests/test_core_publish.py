@@ -280,6 +280,21 @@ def test_release_runs_the_suite_from_scratch_into_its_revisions_store_and_publis
     tags = subprocess.run(["git", "tag"], cwd=tmp_path, capture_output=True, text=True).stdout.split()
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tmp_path, capture_output=True, text=True)
     assert len(tags) == 1 and tags[0].startswith("results-") and tags[0].endswith("-" + head.stdout.strip())
+    # the release publishes its own reproduction audit beside the pages
+    audit = (tmp_path / "leaderboards" / "AUDIT.md").read_text()
+    assert "Outcome: everything holds (exit 0)" in audit
+    assert f"`relbench verify {path} --sample 30 --seed 0 --release {tmp_path / 'leaderboards' / RELEASE}`" in audit
+    assert "within tolerance" in audit and "integrity of" in audit
+
+
+def test_a_release_without_an_audit_writes_none(cli_main, write_yaml, monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr("relbench.unit_store.git_revision", lambda: "abc1234")
+    path = _release_repo(tmp_path, write_yaml)
+    assert cli_main(["release", str(path), "-q", "-j", "1", "--audit", "0"]) == 0
+    assert (tmp_path / "leaderboards" / RELEASE).exists() and not (tmp_path / "leaderboards" / "AUDIT.md").exists()
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["release", str(path), "-q", "--audit", "-1"])
+    assert exit_.value.code == 2 and "expected 0 or a positive whole number" in capsys.readouterr().err
 
 
 def test_release_refuses_before_any_work(cli_main, write_yaml, monkeypatch, tmp_path, capsys):

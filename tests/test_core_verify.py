@@ -347,3 +347,16 @@ def test_a_fresh_cache_reads_the_installed_data_sets_and_nothing_else(tmp_path, 
         (root / "datasets" / "extracted-here").mkdir()  # a data set extracted during the audit
     assert sorted(str(p.relative_to(user)) for p in user.rglob("*")) == before
     assert default_cache_root() == user
+
+
+def test_a_report_keeps_what_the_audit_printed_under_its_command_and_outcome(release, cli_main, capsys, tmp_path):
+    path, _ = release
+    report = tmp_path / "audit" / "AUDIT.md"
+    assert _verify(cli_main, path, "--sample", "2", "--report", str(report)) == 0
+    printed = capsys.readouterr().out
+    text = report.read_text()
+    assert text.startswith("# Reproduction audit") and "Outcome: everything holds (exit 0)" in text
+    assert f"`relbench verify {path} --sample 2 --seed 0" in text and "torch threads" in text
+    body = text.split("```text\n", 1)[1].rsplit("\n```", 1)[0]
+    assert body and body in printed  # verbatim: what the reader of the page sees is what was printed
+    assert _verify(cli_main, path, "--sample", "2", "--report", str(tmp_path)) == 2  # a folder, not a file
