@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("path, units", [("tasks.yaml", 3246), ("tasks/quick.yaml", None), ("tasks/paper.yaml", None),
-                                         ("tasks/experiments.yaml", None)])
+                                         ("tasks/experiments.yaml", None), ("tasks/next-release.yaml", None)])
 def test_task_file_dry_runs(path, units, capsys, tmp_path):
     assert cli.main(["run", str(ROOT / path), "--dry-run", "--output", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -58,3 +58,17 @@ def test_paper_suite_carries_published_numbers():
     published = [p for t in suite.tasks for p in t.published]
     assert any(p["value"] == 0.7681 for p in published)  # Moschella Table 6, rexnet_100
     assert any(p["value"] == 0.72 for p in published)  # IRP Table 2, CIFAR-100 coarse
+
+
+def test_the_next_release_preview_is_the_default_suite_and_the_experiments_under_the_same_suite():
+    """tasks/next-release.yaml holds every task of tasks.yaml and of tasks/experiments.yaml,
+    each exactly as those files define it under the same suite settings (seeds, anchors,
+    protocol, metrics), so that its units have the identities those files give them and
+    `--reuse` of the shipped release leaves only the experiments to compute."""
+    from relbench.config import load_suite
+    from relbench.plugins import load_registry
+
+    registry = load_registry()
+    preview, default, experiments = (load_suite(ROOT / path, registry)
+                                     for path in ("tasks/next-release.yaml", "tasks.yaml", "tasks/experiments.yaml"))
+    assert preview.tasks == default.tasks + experiments.tasks
