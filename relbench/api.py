@@ -55,8 +55,8 @@ from relbench.interfaces import (
     UnitKey,
 )
 from relbench.console import progress_bar
-from relbench.pages import (Page, arrow, directions, fmt, listing, lower_is_better, save_figure, slug, sparse_figure,
-                            table)
+from relbench.pages import (Page, arrow, directions, fmt, listing, lower_is_better, pair_heatmap, save_figure, slug,
+                            sparse_figure, table)
 from relbench.precision import autocast
 from relbench.reuse import ORIGIN, origin_marks
 from relbench.rows import metric_row
@@ -148,6 +148,7 @@ __all__ = [
     "table",
     "listing",
     "save_figure",
+    "pair_heatmap",
     "sparse_figure",
     "ORIGIN",
     "origin_marks",

@@ -105,6 +105,42 @@ def save_figure(fig, path: Path, dpi: int = 110) -> None:
     plt.close(fig)
 
 
+def pair_heatmap(M: Any, labels: list[str], title: str, axes: tuple[str, str] = ("target", "source"),
+                 cmap: str = "viridis", scale: tuple[float, float] | None = None, cell=None):
+    """A square matrix over a task's encoders as an annotated heatmap (rows: ``axes[1]``,
+    columns: ``axes[0]``), NaN cells grey; each cell says ``cell(i, j, value)`` (default:
+    the value to two decimals, ``n/a`` for NaN) in white on the darker half of the colour
+    scale and black on the lighter. ``scale`` fixes the colour range (default: the data's).
+    Returns the matplotlib figure, for :meth:`Page.save` or :func:`save_figure`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    cell = cell or (lambda i, j, value: "n/a" if np.isnan(value) else f"{value:.2f}")
+    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(labels), 1.0 + 0.8 * len(labels)))
+    vmin, vmax = scale or (None, None)
+    image = ax.imshow(np.ma.masked_invalid(M), cmap=cmap, vmin=vmin, vmax=vmax)
+    ax.set_facecolor("#cccccc")
+    low, high = image.norm.vmin, image.norm.vmax
+    dark_low = not cmap.endswith("_r")  # viridis is dark at its low end, viridis_r at its high end
+    for i in range(len(labels)):
+        for j in range(len(labels)):
+            value = M[i, j]
+            dark = np.isnan(value) or low is None or (value < (low + high) / 2) == dark_low
+            ax.text(j, i, cell(i, j, value), ha="center", va="center", color="white" if dark else "black",
+                    fontsize=8)
+    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.set_xlabel(axes[0])
+    ax.set_ylabel(axes[1])
+    ax.set_title(title, fontsize=9)
+    fig.colorbar(image, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    return fig
+
+
 def slug(text: str) -> str:
     """A file-name-safe form of a label: runs of other characters become ``-``."""
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:60]

@@ -488,3 +488,21 @@ def test_published_numbers_stand_in_a_paper_column_with_what_differs_as_notes():
     assert "irp" in lines and "[" not in lines["irp"].split("|")[1]  # an entry without differs has no note
     assert text.rstrip().endswith("1. encoders at 128 px\n2. 5 head epochs")
     assert max(map(len, text.splitlines())) <= 160
+
+
+def test_a_pair_heatmap_writes_each_cell_readably_on_its_colour():
+    import numpy as np
+
+    from relbench.pages import pair_heatmap
+
+    M = np.array([[np.nan, 0.2], [0.9, np.nan]])
+    fig = pair_heatmap(M, ["a", "b"], "t", scale=(0.0, 1.0))
+    texts = {(t.get_position(), t.get_text()): t.get_color() for t in fig.axes[0].texts}
+    assert texts == {((0, 0), "n/a"): "white", ((1, 0), "0.20"): "white", ((0, 1), "0.90"): "black",
+                     ((1, 1), "n/a"): "white"}
+    # a reversed scale is dark at its high end: the colours swap with it
+    fig = pair_heatmap(M, ["a", "b"], "t", cmap="viridis_r", scale=(0.0, 1.0),
+                       cell=lambda i, j, v: "—" if i == j else f"{v:.1f}")
+    texts = {t.get_text(): t.get_color() for t in fig.axes[0].texts}
+    assert texts == {"—": "white", "0.2": "black", "0.9": "white"}
+    assert [fig.axes[0].get_xlabel(), fig.axes[0].get_ylabel()] == ["target", "source"]

@@ -11,7 +11,7 @@ import lazy_loader
 import numpy as np
 
 from relbench.api import (Axis, Page, PluginSpec, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, fmt,
-                          fmt_interval, seed_interval, slug, sparse_figure, table)
+                          fmt_interval, pair_heatmap, seed_interval, slug, sparse_figure, table)
 from relbench_spacesim import prediction
 
 pd = lazy_loader.load("pandas")
@@ -159,29 +159,13 @@ def pair_means(g: pd.DataFrame) -> tuple[list[str], np.ndarray]:
 def _heatmap_section(metric: str, g: pd.DataFrame, page: Page) -> str:
     """A measure's heatmap as a markdown image (brighter: more similar, whatever its
     direction), or the line saying why it is not drawn."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     encoders, M = pair_means(g)
     off = M[~np.eye(len(encoders), dtype=bool)]
     note = sparse_figure(f"heatmap of {metric}", off)
     if note:
         return note
-    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(encoders), 1.0 + 0.8 * len(encoders)))
     cmap = "viridis_r" if g["direction"].iloc[0] == "lower" else "viridis"
-    im = ax.imshow(np.ma.masked_invalid(M), cmap=cmap)
-    ax.set_facecolor("#cccccc")
-    for i, j in itertools.product(range(len(encoders)), repeat=2):
-        ax.text(j, i, "—" if i == j else fmt(M[i, j]), ha="center", va="center", color="white", fontsize=8)
-    ax.set_xticks(range(len(encoders)), encoders, rotation=45, ha="right", fontsize=8)
-    ax.set_yticks(range(len(encoders)), encoders, fontsize=8)
-    ax.set_xlabel("target")
-    ax.set_ylabel("source")
-    ax.set_title(metric, fontsize=9)
-    fig.colorbar(im, ax=ax, fraction=0.046)
-    fig.tight_layout()
+    fig = pair_heatmap(M, encoders, metric, cmap=cmap, cell=lambda i, j, value: "—" if i == j else fmt(value))
     return f"![{metric}]({page.save(fig, f'measure-{slug(metric)}.png')})\n\n"
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import lazy_loader
 import numpy as np
 
-from relbench.api import (Page, bootstrap_columns, fmt, fmt_interval, method_note, slug, sparse_figure, table,
-                          with_samples)
+from relbench.api import (Page, bootstrap_columns, fmt, fmt_interval, method_note, pair_heatmap, slug, sparse_figure,
+                          table, with_samples)
 from relbench_stitching.intervals import CELL, COMBO
 from relbench_stitching.scores import combo_label, is_reference
 
@@ -49,27 +49,7 @@ def heatmap_section(df: pd.DataFrame, metric: str, combo: dict, page: Page, scal
 
 
 def _heatmap(encoders: list[str], M: np.ndarray, page: Page, title: str, scale: tuple[float, float]) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(encoders), 1.0 + 0.8 * len(encoders)))
-    vmin, vmax = scale
-    im = ax.imshow(np.ma.masked_invalid(M), cmap="viridis", vmin=vmin, vmax=vmax)
-    ax.set_facecolor("#cccccc")
-    middle = (vmin + vmax) / 2
-    for i in range(len(encoders)):
-        for j in range(len(encoders)):
-            ax.text(j, i, "n/a" if np.isnan(M[i, j]) else f"{M[i, j]:.2f}", ha="center", va="center",
-                    color="white" if np.isnan(M[i, j]) or M[i, j] < middle else "black", fontsize=8)
-    ax.set_xticks(range(len(encoders)), encoders, rotation=45, ha="right", fontsize=8)
-    ax.set_yticks(range(len(encoders)), encoders, fontsize=8)
-    ax.set_xlabel("decoder (target)")
-    ax.set_ylabel("encoder (source)")
-    ax.set_title(title, fontsize=9)
-    fig.colorbar(im, ax=ax, fraction=0.046)
-    fig.tight_layout()
+    fig = pair_heatmap(M, encoders, title, axes=("decoder (target)", "encoder (source)"), scale=scale)
     return page.save(fig, f"heatmap-{slug(title)}.png")
 
 
