@@ -26,7 +26,8 @@ model keys units by plugins, seed and encoders; the budget is a column its rows 
 so changing ``budgets`` changes the kind's parameters and with them every unit's
 identity, as any kind parameter does.
 
-The page is :mod:`relbench_stitching.budget_page`.
+The page is :mod:`relbench_stitching.budget_page`; the index's section *Anchor budget*
+and the rows of ``relbench export --summary`` are :mod:`relbench_stitching.budget_index`.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any, ClassVar, Literal
 import lazy_loader
 
 from relbench.api import Anchors, Axis, Page, PluginSpec, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey
-from relbench_stitching import budget_page
+from relbench_stitching import budget_index, budget_page
 from relbench_stitching.grid import COMBO, Unit, plan_units, unit_key
 from relbench_stitching.kind import Stitching
 from relbench_stitching.running import EncoderWidths, UnitRun
@@ -71,6 +72,10 @@ class AnchorBudget(TaskKind):
         protocol: as stitching's: ``all-pairs`` or ``held-out``. Default ``all-pairs``.
         held_out: as stitching's: with ``held-out``, the encoders to hold out (default:
             each in turn).
+
+    It declares no :attr:`matrix_axes` (so no :meth:`matrix_cells`): the board's matrix
+    is one per combination over two of its cell columns, and a budget × method table is
+    not that (source × target would hold one cell per budget).
     """
 
     name: ClassVar[str] = "anchor-budget"
@@ -125,8 +130,35 @@ class AnchorBudget(TaskKind):
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Curves of score against budget, their table, and each method's smallest
-        budget reaching 95 % of its full-budget score (:mod:`relbench_stitching.budget_page`)."""
-        return budget_page.budget_page(results, page)
+        budget reaching 95 % of its full-budget score (:mod:`relbench_stitching.budget_page`).
+        The numbers it draws from are kept for :meth:`index_cells` of the same rows."""
+        self._drawn = (results, budget_page.measure(results))
+        return budget_page.budget_page(results, page, self._drawn[1])
+
+    def index_cells(self, results: pd.DataFrame, page: Page) -> list[dict] | None:
+        """Per method with anchors, its full-budget score and 95 % budget, each with its
+        interval, and its score at each budget (:func:`relbench_stitching.budget_index.index_cells`),
+        from the numbers :meth:`page` computed for these rows (computed here when it drew others)."""
+        measured = self._measured(results)
+        return budget_index.index_cells(measured) if measured else None
+
+    def summary_cells(self, results: pd.DataFrame, page: Page) -> list[dict] | None:
+        """Every score of the page's curve table, per combination and budget, and each
+        method's 95 % budget with its interval (:func:`relbench_stitching.budget_index.summary_cells`)."""
+        measured = self._measured(results)
+        return budget_index.summary_cells(measured) if measured else None
+
+    def _measured(self, results: pd.DataFrame) -> budget_page.Measured | None:
+        """The numbers :meth:`page` computed for ``results``, or computed now for other rows."""
+        drawn, measured = getattr(self, "_drawn", (None, None))
+        return measured if drawn is results else budget_page.measure(results)
+
+    @classmethod
+    def index_section(cls, cells_by_task: dict[str, list[dict]]) -> str | None:
+        """The index's section *Anchor budget*: per method and task, the smallest budget
+        reaching 95 % of its full-budget score, with its interval
+        (:func:`relbench_stitching.budget_index.section`)."""
+        return budget_index.section(cells_by_task)
 
     def meaning(self, headline: dict | None, direction: str) -> str:
         """How few anchors the best method needs for 95 % of its full-budget score."""

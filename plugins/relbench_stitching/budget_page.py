@@ -20,6 +20,7 @@ each end a budget of the sweep. Only seeds measured at every budget enter it.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import lazy_loader
 import numpy as np
@@ -110,18 +111,38 @@ def curve_table(scores: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values([*COMBO, "num_anchors"], kind="stable")
 
 
-def budget_page(df: pd.DataFrame, page: Page) -> str:
-    """Body of an anchor-budget task's page, setting its headline (:func:`headline_of`)."""
+@dataclass
+class Measured:
+    """What an anchor-budget page shows, computed once from its rows: the task's first
+    ``metric`` and its ``direction``, the per-method ``summary``
+    (:func:`method_summary`) and the ``curves`` (:func:`curve_table`)."""
+
+    metric: str
+    direction: str
+    summary: pd.DataFrame
+    curves: pd.DataFrame
+
+
+def measure(df: pd.DataFrame) -> Measured | None:
+    """The page's numbers for the rows ``df`` (:class:`Measured`), or None when no
+    finished row has a metric."""
     metrics = [m for m in pd.unique(df["metric"]) if m != "error"] if len(df) else []
     if not metrics:
-        return "_No finished results yet._\n"
+        return None
     metric = metrics[0]
     direction = directions(df).get(metric, "neutral")
-    higher = not lower_is_better(direction)
     scores = seed_scores(df, metric)
     if not len(scores):
+        return None
+    return Measured(metric, direction, method_summary(scores, not lower_is_better(direction)), curve_table(scores))
+
+
+def budget_page(df: pd.DataFrame, page: Page, measured: Measured | None) -> str:
+    """Body of an anchor-budget task's page from the rows ``df`` and their numbers
+    (:func:`measure`), setting its headline (:func:`headline_of`)."""
+    if measured is None:
         return "_No finished results yet._\n"
-    summary, curves = method_summary(scores, higher), curve_table(scores)
+    metric, direction, summary, curves = measured.metric, measured.direction, measured.summary, measured.curves
     page.headline = headline_of(summary, curves, metric)
     references = curves[curves["num_anchors"] == 0]
     lines = [f"### Anchors needed for {SHARE} of the full-budget {metric}\n", SUMMARY_LEGEND,
