@@ -397,7 +397,7 @@ class AnchorSelector(Plugin, ABC):
     """Chooses the anchors: a recipe (:class:`Anchors`) usable in every bank."""
 
     interface: ClassVar[str] = "selector"
-    declarations: ClassVar[tuple[str, ...]] = ("prefix_nested",)
+    declarations: ClassVar[tuple[str, ...]] = ("prefix_nested", "chance_null")
     #: True when the choice depends on the embeddings (fps, PARAM): the runner then
     #: selects again for every held-out encoder and never shows it that encoder's bank.
     learns_from_banks: ClassVar[bool] = False
@@ -408,6 +408,12 @@ class AnchorSelector(Plugin, ABC):
     #: count as a whole (k-means centres, learned mixtures), whose prefix is no such
     #: choice. :func:`relbench.testing.check_anchor_selector` verifies a True.
     prefix_nested: ClassVar[bool] = False
+    #: True for a control whose anchors correspond to nothing across spaces (each space
+    #: its own order of real anchors): a decoder stitched through them scores what its
+    #: head, budget and tuning reach by chance. Pages measure the other selectors'
+    #: stitching scores from this floor, read from the class their rows record, never
+    #: from its label.
+    chance_null: ClassVar[bool] = False
 
     @abstractmethod
     def select(self, ctx: AnchorContext) -> Anchors:

@@ -22,6 +22,7 @@ CASES = {
     "fps": {},
     "param": {"epochs": 10, "batch_size": 16, "eval_every": 2, "patience": 2},
     "class-parallel": {},
+    "mismatched": {},
     "toy-spy": {},
 }
 

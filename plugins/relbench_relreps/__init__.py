@@ -3,7 +3,7 @@ enable zero-shot latent space communication": relative projections, anchor selec
 relative/absolute decoders and the paper's non-classification task kinds."""
 
 from relbench.api import hookimpl
-from relbench_relreps.selectors import OODAnchors, ParallelAnchors, RandomAnchors, StratifiedAnchors
+from relbench_relreps.selectors import MismatchedAnchors, OODAnchors, ParallelAnchors, RandomAnchors, StratifiedAnchors
 from relbench_relreps.similarities import L1, Angular, Concat, Cosine, Euclidean
 from relbench_relreps.stitchers import AbsoluteDecoder, NonStitched, RelativeDecoder
 from relbench_relreps.tasks import (ConvReconstruction, PerformanceProxy, Reconstruction, RelativeTraining,
@@ -19,8 +19,8 @@ def relbench_similarities():
 
 @hookimpl
 def relbench_anchor_selectors():
-    """Random, stratified, parallel and out-of-domain anchors."""
-    return [RandomAnchors, StratifiedAnchors, ParallelAnchors, OODAnchors]
+    """Random, stratified, parallel and out-of-domain anchors, and the mismatched null."""
+    return [RandomAnchors, StratifiedAnchors, ParallelAnchors, OODAnchors, MismatchedAnchors]
 
 
 @hookimpl
@@ -36,6 +36,7 @@ def relbench_task_kinds():
     return [WordNeighbourhoods, Reconstruction, ConvReconstruction, PerformanceProxy, RelativeTraining]
 
 
-__all__ = ["L1", "AbsoluteDecoder", "Angular", "Concat", "ConvReconstruction", "Cosine", "Euclidean", "NonStitched",
-           "OODAnchors", "ParallelAnchors", "PerformanceProxy", "RandomAnchors", "Reconstruction", "RelativeDecoder",
-           "RelativeTraining", "StratifiedAnchors", "VQCosine", "WordNeighbourhoods"]
+__all__ = ["L1", "AbsoluteDecoder", "Angular", "Concat", "ConvReconstruction", "Cosine", "Euclidean",
+           "MismatchedAnchors", "NonStitched", "OODAnchors", "ParallelAnchors", "PerformanceProxy", "RandomAnchors",
+           "Reconstruction", "RelativeDecoder", "RelativeTraining", "StratifiedAnchors", "VQCosine",
+           "WordNeighbourhoods"]

@@ -1,8 +1,10 @@
 """Anchor selectors of the relative-representations paper: random, stratified,
-parallel and out-of-domain (OOD)."""
+parallel and out-of-domain (OOD), and the chance null of its relative stitching
+(mismatched)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -148,3 +150,53 @@ class OODAnchors(AnchorSelector):
         ids = _shared_ids(first.ids, banks)
         _check_count(self.name, ctx.num_anchors, len(ids), f"out-of-domain pool {self.dataset!r}")
         return Anchors(ids=_draw(ids, ctx.num_anchors, ctx.seed), pool=self.dataset)
+
+
+def _encoder_seed(seed: int, encoder: str) -> int:
+    """A seed of its own for ``encoder``'s permutation under ``seed``: a hash of both, so it
+    depends on neither the other encoders nor their order."""
+    digest = hashlib.sha256(f"{seed}\0{encoder}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+@dataclass
+class MismatchedAnchors(AnchorSelector):
+    """Mismatched anchors, the chance null of relative stitching: the ``random`` selector's
+    draw, put in an order of its own in every encoder's space, so that anchor ``k`` is a
+    different sample in each space and the relative coordinates correspond to nothing
+    across spaces.
+
+    A relative representation (Moschella et al. 2023) transfers between spaces only because
+    its anchors are parallel: coordinate ``k`` is the similarity to the *same* sample in
+    every space. This selector breaks that parallelism and nothing else: every encoder sees
+    the same ``num_anchors`` real samples of its own data (the ``random`` selector's, for
+    the same seed) and a decoder used on its own encoder is unaffected, while a decoder
+    used zero-shot on another encoder reads permuted coordinates. Its stitched score is
+    what the same head, budget and tuning reach by chance, the floor against which a
+    stitching score's distance to the own head is measured (``chance_null``).
+
+    Each encoder's order is an independent seeded permutation (seeded by the run's seed and
+    the encoder's label, so it does not depend on the other encoders); two encoders may
+    share an anchor's sample at a few positions, as two random orders do. Not
+    ``prefix_nested``: the first ``k`` of a permuted draw of ``n`` are not the permuted
+    draw of ``k``. Needs a task kind that names two or more encoders to the selector.
+
+    Parameters
+    ----------
+    (none)
+    """
+
+    name: ClassVar[str] = "mismatched"
+    chance_null: ClassVar[bool] = True
+
+    def select(self, ctx: AnchorContext) -> Anchors:
+        """The random draw as ``ids``; every encoder's own seeded permutation of it as ``encoder_ids``."""
+        encoders = sorted(ctx.views)
+        if len(encoders) < 2:
+            raise ConfigError("anchor selector 'mismatched' orders the anchors differently in each encoder's space, "
+                              "but this task kind names no two encoders to it; use 'random' here.")
+        _check_count(self.name, ctx.num_anchors, len(ctx.ids), "training split")
+        drawn = _draw(ctx.ids, ctx.num_anchors, ctx.seed)
+        orders = {e: torch.randperm(len(drawn), generator=seeded_generator(_encoder_seed(ctx.seed, e))).tolist()
+                  for e in encoders}
+        return Anchors(ids=drawn, encoder_ids={e: [drawn[i] for i in order] for e, order in orders.items()})

@@ -18,6 +18,11 @@ when there is none, so every score of it was fitted on partner banks). A release
 again therefore keeps its identities, and its pages the same numbers. A class that can
 no longer be found (a plugin uninstalled, rows built without inputs) gives the
 interface's defaults: a ``method`` that needs one space.
+
+Whether a row's anchors are a chance null (:func:`chance_nulls`: its selector class
+declares :attr:`~relbench.interfaces.AnchorSelector.chance_null`) is derived the same
+way on every row, old or new, and stored on none: it is no typed row field, so what a
+unit writes is what it wrote before the declaration existed.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import importlib
 
 import lazy_loader
 
-from relbench.api import Regularizer, Stitcher
+from relbench.api import AnchorSelector, Regularizer, Stitcher
 
 pd = lazy_loader.load("pandas")
 
@@ -51,6 +56,19 @@ def declared_columns(df: pd.DataFrame) -> pd.DataFrame:
         derived = pd.DataFrame(derived, index=rows.index, columns=list(DECLARED), dtype=object).reindex(out.index)
         out = out.where(out.notna(), derived)
     return out.astype({"role": str, "needs_both_spaces": bool})
+
+
+def chance_nulls(df: pd.DataFrame) -> pd.Series:
+    """Per row of ``df`` (stored rows, nested or flat), whether the selector class its unit
+    records declares itself a chance null
+    (:attr:`~relbench.interfaces.AnchorSelector.chance_null`); False where it records no
+    selector, or one that can no longer be found. Never from the selector's label."""
+    return _class_paths(df, "selector").map(_declares_chance_null).astype(bool)
+
+
+@functools.lru_cache(maxsize=None)
+def _declares_chance_null(path: object) -> bool:
+    return bool(getattr(_plugin_class(path, AnchorSelector), "chance_null", False))
 
 
 def _class_paths(rows: pd.DataFrame, column: str) -> pd.Series:

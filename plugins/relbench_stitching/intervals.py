@@ -95,6 +95,12 @@ def add_intervals(scores: pd.DataFrame, draws: Draws | None, best: tuple | None,
     return out
 
 
+def draw_label(combo: tuple, part: str) -> str:
+    """The label of ``combo``'s column ``part`` (``stitched`` or ``own``) in the draws of
+    :func:`combination_draws`."""
+    return f"{_key(combo)} | {part}"
+
+
 def stitched_draws(draws: Draws | None, combo: tuple) -> str | None:
     """The first :data:`KEPT_DRAWS` bootstrap draws of ``combo``'s stitched score, packed
     (:func:`pack_draws`) to be kept in the leaderboard manifest; None without them. Draw

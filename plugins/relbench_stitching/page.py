@@ -7,7 +7,8 @@ rows' typed columns (:mod:`relbench_stitching.declared`), never from its label o
 
 The page's parts live beside it: scores and ranking in :mod:`relbench_stitching.scores`,
 figures in :mod:`relbench_stitching.figures`, the smaller tables in
-:mod:`relbench_stitching.sections` and the index's and summary's cells in
+:mod:`relbench_stitching.sections`, the scores from chance to the own head (where the rows
+hold a chance null) in :mod:`relbench_stitching.chance` and the index's and summary's cells in
 :mod:`relbench_stitching.cells`; this module assembles the page and is the kind's one
 entry to all of them."""
 
@@ -17,12 +18,13 @@ import math
 
 import lazy_loader
 
-from relbench.api import Page, arrow, fmt, fmt_interval, listing, method_note, origin_marks, table
+from relbench.api import Page, arrow, fmt_interval, listing, method_note, origin_marks, table
 from relbench_stitching.cells import encoder_views, index_cells, summary_cells
+from relbench_stitching.chance import chance_section
 from relbench_stitching.figures import colour_scale, heatmap_section, held_out_section
 from relbench_stitching.intervals import COMBO
 from relbench_stitching.scores import (Scored, combo_label, headline, headline_of, meaning, metric_order, ranking,
-                                       score)
+                                       score, score_text)
 from relbench_stitching.sections import (diagnostics_section, encoder_report_section, failures_section,
                                          pair_kind_section, pair_kinds)
 
@@ -54,7 +56,7 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False, scored:
     def rows_for(frame: pd.DataFrame, numbered: bool) -> list[list[str]]:
         out = []
         for rank, (_, r) in enumerate(frame.iterrows(), 1):
-            stitched = _scored(r, "stitched")
+            stitched = score_text(r, "stitched")
             if numbered and r["tie"]:
                 stitched = f"**{stitched}**"
             origin = [marks.get(tuple(r[COMBO]), "")] if marks else []
@@ -65,8 +67,8 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False, scored:
             for m in metrics[1:]:
                 other = scores[m]
                 match = other[(other[COMBO] == r[COMBO]).all(axis=1)]
-                row.append(_scored(match.iloc[0], "stitched") if len(match) else "n/a")
-            row.append(_scored(r, "own"))
+                row.append(score_text(match.iloc[0], "stitched") if len(match) else "n/a")
+            row.append(score_text(r, "own"))
             out.append(row)
         return out
 
@@ -83,6 +85,9 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False, scored:
         lines.append("Absolute heads (no translation) and the non-stitched upper bound (each decoder on its own "
                      "encoder); columns as in the ranking.\n")
         lines.append(table(rows_for(refs, False), headers=[*name, score_header, *rest], keep=len(name)))
+    chance = chance_section(scored)  # only where the rows hold a chance null and its counterparts
+    if chance:
+        lines.append(chance)
     both = df[df["needs_both_spaces"]]
     if len(both):
         lines.append("\n" + listing("Stitchers that need both spaces at fit time (a map estimated on parallel "
@@ -118,15 +123,6 @@ RANKING_LEGEND = (
 ORIGIN_LEGEND = ("*origin*: whether a combination was computed locally, taken from the release (`relbench run "
                  "--reuse`), submitted in a verified bundle (`relbench leaderboard --include`), or partly one of "
                  "them. ")
-
-
-def _scored(r: pd.Series, part: str) -> str:
-    """``mean [low, high]`` of a score, or ``mean ± std`` over seeds where no interval exists."""
-    if math.isnan(r[part]):
-        return "n/a"
-    if not (math.isnan(r[f"{part}_lo"]) or math.isnan(r[f"{part}_hi"])):
-        return f"{fmt(r[part])} {fmt_interval(r[f'{part}_lo'], r[f'{part}_hi'])}"
-    return fmt(r[part], r[f"{part}_std"])
 
 
 def _spread(r: pd.Series) -> str:

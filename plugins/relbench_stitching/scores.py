@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import lazy_loader
 import numpy as np
 
-from relbench.api import ORIGIN, Draws, Page, directions, fmt, lower_is_better
-from relbench_stitching.declared import DECLARED, REFERENCE_ROLES, declared_columns
+from relbench.api import ORIGIN, Draws, Page, directions, fmt, fmt_interval, lower_is_better
+from relbench_stitching.declared import DECLARED, REFERENCE_ROLES, chance_nulls, declared_columns
 from relbench_stitching.intervals import COMBO, add_intervals, combination_draws
 
 pd = lazy_loader.load("pandas")
@@ -19,6 +19,17 @@ pd = lazy_loader.load("pandas")
 def combo_label(row) -> str:
     """A readable combination label from the four grid columns."""
     return " · ".join(str(row[c]) for c in COMBO if row[c] not in (None, "-"))
+
+
+def score_text(r: pd.Series, part: str) -> str:
+    """``mean [low, high]`` of a combination's score ``part`` (``stitched`` or ``own``: a
+    row of :func:`stitching_scores` with intervals), or ``mean ± std`` over seeds where no
+    interval exists; ``n/a`` without a score (``r`` None: no such combination)."""
+    if r is None or math.isnan(r[part]):
+        return "n/a"
+    if not (math.isnan(r[f"{part}_lo"]) or math.isnan(r[f"{part}_hi"])):
+        return f"{fmt(r[part])} {fmt_interval(r[f'{part}_lo'], r[f'{part}_hi'])}"
+    return fmt(r[part], r[f"{part}_std"])
 
 
 def is_reference(df: pd.DataFrame) -> pd.Series:
@@ -77,10 +88,12 @@ PAGE_COLUMNS = [*COMBO, "source", "target", "seed", "metric", "value", "directio
 def prepared(df: pd.DataFrame) -> pd.DataFrame:
     """The columns the page reads, with the combination's unused parts shown as ``-``
     and every row's declared columns (derived where the stored row lacks them:
-    :func:`~relbench_stitching.declared.declared_columns`), as a narrow frame: filtering
-    the full rows, provenance included, costs most of a page."""
+    :func:`~relbench_stitching.declared.declared_columns`) and ``chance_null`` (its
+    selector is a chance null: :func:`~relbench_stitching.declared.chance_nulls`), as a
+    narrow frame: filtering the full rows, provenance included, costs most of a page."""
     out = df.reindex(columns=PAGE_COLUMNS).copy()
     out[list(DECLARED)] = declared_columns(df)
+    out["chance_null"] = chance_nulls(df)
     for col in COMBO + ["source", "target"]:
         out[col] = out[col].fillna("-")
     return out
