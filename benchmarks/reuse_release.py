@@ -10,6 +10,12 @@ suite is taken from the release (:mod:`relbench.reuse`), and only the toy simila
 units are computed. The script prints the wall and CPU seconds and peak resident memory
 of that one process, the units the plan adds, and the run's accounting line.
 
+Then it takes the contributor's path to its end, each step timed the same way: `relbench
+submit` bundles the toy's units, `relbench verify BUNDLE --sample N` recomputes N of them
+from scratch (``--verify-sample``; 0 skips it and the merge), and `relbench leaderboard
+--include BUNDLE` draws the pages with the bundle's units marked submitted. Submitting
+needs rows of a clean checkout: run it in a clean clone.
+
 It checks the release first and stops, before any timing, when the release is not the
 tasks file's (a planned unit of the unmodified suite without rows under its identity:
 other inputs, plugin versions or protocol), and afterwards when the run computed other
@@ -17,11 +23,13 @@ units than the toy similarity's: both would time a recomputation of the suite, n
 reuse.
 
     python benchmarks/reuse_release.py [tasks.yaml] [--release leaderboards/results.parquet] [-j N]
+        [--verify-sample N]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -138,6 +146,8 @@ def main() -> None:
     parser.add_argument("tasks", nargs="?", default="tasks.yaml", type=Path)
     parser.add_argument("--release", type=Path, default=Path("leaderboards/results.parquet"))
     parser.add_argument("-j", "--jobs", default="1", help="worker processes of the timed run (default 1)")
+    parser.add_argument("--verify-sample", type=int, default=2, metavar="N",
+                        help="units `relbench verify` recomputes from the bundle (default 2; 0: no verify, no merge)")
     args = parser.parse_args()
     tasks, release = args.tasks.resolve(), args.release.resolve()
     units = check_release(tasks, release)
@@ -149,19 +159,49 @@ def main() -> None:
     try:
         added = sum(map(len, planned(copy, TOY_MODULE).values())) - units
         print(f"{tasks}: {units} units in the release {release}; {TOY} added to {grids} grids adds {added} units")
-        wall, cpu, rss, code, err = timed(["--plugin", TOY_MODULE, "run", str(copy), "--reuse", str(release),
-                                           "--output", str(folder / "results"), "--leaderboards",
-                                           str(folder / "boards"), "-j", args.jobs], env)
+        err = step("relbench run --reuse", ["run", str(copy), "--reuse", str(release), "--output",
+                                            str(folder / "results"), "--leaderboards", str(folder / "boards"),
+                                            "-j", args.jobs], env)
+        print(next((line for line in err.splitlines() if line.startswith("encoded ")), "(no accounting printed)"))
+        taken, computed = origins(folder / "results")
+        if (taken, computed) != (units, added):
+            sys.exit(f"error: {taken} units were taken from the release and {computed} computed, not {units} and "
+                     f"the {added} of {TOY}: the release does not match the suite.")
+        if args.verify_sample > 0:
+            contribute(copy, tasks, release, folder, args.verify_sample, env)
     finally:
         copy.unlink()
+    print(f"(results, bundle and pages in {folder})")
+
+
+def step(what: str, args: list[str], env: dict[str, str]) -> str:
+    """Time ``relbench --plugin TOY ARGS``, print its figures, stop on a failure; its stderr."""
+    wall, cpu, rss, code, err = timed(["--plugin", TOY_MODULE, *args], env)
     if code != 0:
-        sys.exit(f"error: the run exited {code}:\n{err[-2000:]}")
-    print(f"relbench run --reuse: wall {wall:.1f} s, cpu {cpu:.1f} s, peak RSS {rss:.0f} MB (results in {folder})")
-    print(next((line for line in err.splitlines() if line.startswith("encoded ")), "(no accounting printed)"))
-    taken, computed = origins(folder / "results")
-    if (taken, computed) != (units, added):
-        sys.exit(f"error: {taken} units were taken from the release and {computed} computed, not {units} and the "
-                 f"{added} of {TOY}: the release does not match the suite.")
+        sys.exit(f"error: {what} exited {code}:\n{err[-2000:]}")
+    print(f"{what}: wall {wall:.1f} s, cpu {cpu:.1f} s, peak RSS {rss:.0f} MB")
+    return err
+
+
+def contribute(tasks: Path, original: Path, release: Path, folder: Path, sample: int, env: dict[str, str]) -> None:
+    """The rest of the contributor's path, timed: submit the toy's units of ``tasks`` (the
+    copy with the toy), verify the bundle, and merge it into the pages of a maintainer's
+    store that holds ``release``'s rows of ``original`` and nothing else."""
+    bundle = folder / "toy.zip"
+    step("relbench submit", ["submit", str(tasks), "--output", str(folder / "results"), "--to", str(bundle)], env)
+    print(f"  bundle: {bundle.stat().st_size / 1e6:.1f} MB")
+    step(f"relbench verify BUNDLE --sample {sample}", ["verify", str(bundle), "--sample", str(sample), "-q"], env)
+    receipt = json.loads(bundle.with_name(bundle.name + ".verified.json").read_text())
+    print(f"  verdict: {receipt.get('verdict')}")
+    # the maintainer's store holds the release only; the bundle brings the toy's units
+    step("maintainer: relbench run --reuse (the release alone)",
+         ["run", str(original), "--reuse", str(release), "--output", str(folder / "maintainer"), "--no-leaderboard"],
+         env)
+    err = step("maintainer: relbench leaderboard --include BUNDLE",
+               ["leaderboard", str(tasks), "--output", str(folder / "maintainer"), "--leaderboards",
+                str(folder / "maintainer-boards"), "--include", str(bundle)], env)
+    print("\n".join(f"  {line}" for line in err.splitlines() if bundle.name in line) or
+          "  (the command named no bundle)")
 
 
 if __name__ == "__main__":
