@@ -127,6 +127,21 @@ def test_the_page_shows_each_method_from_chance_to_own_head(stored, tmp_path):
     assert sum(x.count("[") for x in lines) == 4  # stitched, null, own head and the ratio, each with its interval
 
 
+def test_the_null_is_shown_beside_the_ranking_not_ranked_as_a_method(stored, tmp_path):
+    kind = Stitching()
+    kind.page(stored, Page(tmp_path, "blobs"))
+    cells = kind.index_cells(stored, Page(tmp_path, "blobs"))
+    ranked = [c["method"] for c in cells if c["rank"] is not None]
+    assert ranked == ["random · cosine · relative"]
+    nulls = [c for c in cells if "shuffled" in c["method"]]
+    assert [c["method"] for c in nulls] == ["shuffled · cosine · relative (chance null)"]
+    assert nulls[0]["reference"] and nulls[0]["chance_null"] and nulls[0]["rank"] is None
+    from relbench_stitching.main_table import _null_legend
+
+    assert "*(chance null)*" in _null_legend({"t": cells})
+    assert not _null_legend({"t": [c for c in cells if c not in nulls]})
+
+
 # ------------------------------------------------------------------ the formula on constructed rows
 
 RELATIVE = "relbench_relreps.stitchers:RelativeDecoder"

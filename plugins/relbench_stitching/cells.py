@@ -65,9 +65,11 @@ def index_cells(scored: Scored, views: list[str]) -> list[dict]:
     base = scored.scores[metric]
     for _, r in base[base["reference"]].iterrows():  # unranked context: a reference's stitched score, an own head's
         stitched = _finite(r["stitched"])
-        value, what = (stitched, "reference") if stitched is not None else (_finite(r["own"]), "own head")
+        value, what = (stitched, "chance null" if r.get("chance_null") else "reference") if stitched is not None \
+            else (_finite(r["own"]), "own head")
         if value is not None:
             cells.append({"method": f"{combo_label(r)} ({what})", "reference": True, "rank": None, "score": value,
+                          "chance_null": what == "chance null",
                           "low": None, "high": None, "best": False, "tie": False, "metric": metric,
                           "direction": scored.direction[metric], "views": views,
                           "seconds": cost.get(tuple(r[COMBO]))})

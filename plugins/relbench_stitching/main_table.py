@@ -308,8 +308,16 @@ def _group_section(title: str, cells_by_task: dict[str, list[dict]], short: dict
             f"including the head training the unit paid for; heads and embeddings shared through the cache are paid "
             f"by the first unit that needs them, so the cost is indicative (empty where the rows do not record it). "
             f"Rows marked *(reference)* are absolute heads scored on the encoder pairs they reach "
-            f"(equal widths), *(own head)* each encoder's own decoder: context, not ranked.\n")
+            f"(equal widths), *(own head)* each encoder's own decoder{_null_legend(cells_by_task)}: context, not "
+            f"ranked.\n")
     return "\n".join(text)
+
+
+def _null_legend(cells_by_task: dict[str, list[dict]]) -> str:
+    """The legend's words for chance-null rows, where the section has any (else nothing)."""
+    nulls = any(c.get("chance_null") for cells in cells_by_task.values() for c in cells)
+    return (", *(chance null)* the same method with anchors that correspond to nothing across spaces (how far "
+            "chance reaches)") if nulls else ""
 
 
 def _resampled(aggregated: dict[str, dict]) -> str:

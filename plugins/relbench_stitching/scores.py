@@ -33,9 +33,12 @@ def score_text(r: pd.Series, part: str) -> str:
 
 
 def is_reference(df: pd.DataFrame) -> pd.Series:
-    """Rows of a prepared frame (:func:`prepared`) whose stitcher is shown beside the
-    ranking (``role``: a reference or an own head, e.g. absolute heads, non-stitched)."""
-    return df["role"].isin(REFERENCE_ROLES)
+    """Rows of a prepared frame (:func:`prepared`) shown beside the ranking, not in it:
+    their stitcher's ``role`` is a reference or an own head (absolute heads,
+    non-stitched), or their anchors are a chance null (``chance_null``: a control of how
+    far a method is from chance, not a method)."""
+    null = df["chance_null"] if "chance_null" in df else False
+    return df["role"].isin(REFERENCE_ROLES) | null
 
 
 def stitching_scores(df: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -60,7 +63,8 @@ def stitching_scores(df: pd.DataFrame, metric: str) -> pd.DataFrame:
                     "own_std": own.std(ddof=0) if len(own) > 1 else np.nan,
                     "achievable": f"{len(achievable)}/{len(pairs)}" if len(pairs) else "-",
                     "coverage": len(achievable) / len(pairs) if len(pairs) else 1.0,
-                    "reference": bool(is_reference(g).any()), "seeds": len(per_seed) or len(own)})
+                    "reference": bool(is_reference(g).any()), "seeds": len(per_seed) or len(own),
+                    "chance_null": bool(g["chance_null"].any()) if "chance_null" in g else False})
     return pd.DataFrame(out)
 
 
