@@ -80,13 +80,28 @@ def release_revision(path: Path, rows: pd.DataFrame) -> str:
 def nested(rows: pd.DataFrame) -> pd.DataFrame:
     """A release's flat rows as a store holds them: lists written as JSON text read back
     (a column whose every value is a JSON list) and dotted columns gathered back into
-    their records (:func:`relbench.export.gathered`: ``extra.samples.train`` → ``extra``);
+    their records (:func:`relbench.export.gathered`: ``extra.samples.train`` → ``extra``,
+    a tuning record's dotted parameter names made whole again);
     the line's inputs (``inputs.*``: the plan names them) left out."""
     rows = rows.drop(columns=[c for c in rows.columns if str(c).startswith("inputs.")])
     rows = rows.assign(**{c: rows[c].map(_parsed, na_action="ignore") for c in rows.columns if _lists(rows[c])})
     roots = sorted({str(c).split(".", 1)[0] for c in rows.columns if "." in str(c)})
     flat = rows[[c for c in rows.columns if "." not in str(c)]]
-    return flat.assign(**{root: gathered(rows, root) for root in roots})
+    out = flat.assign(**{root: gathered(rows, root) for root in roots})
+    if "extra" in out:
+        out["extra"] = out["extra"].map(_tuning_whole)
+    return out
+
+
+def _tuning_whole(extra: Any) -> Any:
+    """``extra`` with its tuning record's dotted parameter names whole again
+    (:func:`relbench.tuning.rejoined_parameters`: flattening split them)."""
+    from relbench.tuning import rejoined_parameters
+
+    tuned = extra.get("tuned") if isinstance(extra, dict) else None
+    if not isinstance(tuned, dict) or not isinstance(tuned.get("parameters"), dict):
+        return extra
+    return {**extra, "tuned": {**tuned, "parameters": rejoined_parameters(tuned["parameters"])}}
 
 
 def _lists(column: pd.Series) -> bool:

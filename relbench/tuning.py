@@ -91,6 +91,25 @@ class Choice(Generic[T]):
         }
 
 
+def rejoined_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
+    """A tuning record's ``parameters`` (:meth:`Choice.record`) with its dotted names
+    whole again. Names such as ``similarity.threshold_quantile`` hold a dot, so a flat
+    table of rows (a release's ``results.parquet``: one column per dotted path) splits
+    them into nested records when it is read back; each parameter's own record is the
+    one holding ``chosen``. A record that was never split comes back unchanged."""
+    whole: dict[str, Any] = {}
+
+    def walk(name: str, node: Any) -> None:
+        if not isinstance(node, dict) or "chosen" in node:
+            whole[name] = node
+            return
+        for key, value in node.items():
+            walk(f"{name}.{key}" if name else key, value)
+
+    walk("", parameters)
+    return whole
+
+
 def choose(cands: list[Candidate], fit: Callable[[Candidate], T], score: Callable[[T], float],
            direction: Direction, metric: str = "") -> Choice[T]:
     """Fit every candidate and keep the one with the best validation ``score`` (by

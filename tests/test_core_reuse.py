@@ -210,3 +210,24 @@ def test_the_benchmark_stops_before_timing_when_the_release_is_not_the_tasks_fil
         bench.check_release(path, tmp_path / "other.parquet")
     assert f"is not the release of {path}: {QUALITY} planned units have no rows" in str(stop.value)
     assert "in tasks quality" in str(stop.value)
+
+
+def test_a_tuning_record_survives_the_flat_release_table():
+    # a tuned parameter's name holds a dot ("similarity.threshold_quantile"); the flat
+    # release table split it into nested records, and a page drawn from reused rows
+    # stopped with KeyError: 'space'
+    from relbench.export import flatten
+    from relbench.leaderboard import protocol_section
+    from relbench.reuse import nested
+
+    entry = {"space": [0.1, 0.05, 0.2], "relative_to": "a quantile", "chosen": 0.05}
+    tuned = {"parameters": {"similarity.threshold_quantile": entry, "stitcher.weight_decay": {**entry, "chosen": 0.1}},
+             "validation_metric": "accuracy", "validation_scores": [[{"similarity.threshold_quantile": 0.05}, 0.9]]}
+    rows = pd.DataFrame([{"unit": "u1", "metric": "accuracy", "value": 0.5, "similarity": "vq", "stitcher": "rel",
+                          "extra": {"tuned": tuned, "samples": {"fit": 8, "validation": 2, "test": 4}}}])
+    back = nested(flatten(rows))
+    assert back["extra"].iloc[0]["tuned"] == tuned
+    task = type("Task", (), {"protocol": type("P", (), {"train_size": 10, "test_size": 4, "validation": 0.2,
+                                                        "evaluation": "inductive"})(), "seeds": [0]})()
+    text = protocol_section(task, back)
+    assert "- similarity vq: `threshold_quantile` over [0.1, 0.05, 0.2] (a quantile): chosen 0.05 ×1" in text
