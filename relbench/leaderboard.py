@@ -49,6 +49,7 @@ from relbench.names import inside
 from relbench.pages import INDEX, Page, arrow, directions, fmt, listing, table
 from relbench.progress import SMOKE
 from relbench.protocol import describe
+from relbench.tuning import rejoined_parameters
 from relbench.provenance import KEYS, sources_page
 from relbench.results import ResultStore
 from relbench.reuse import reuse_statement
@@ -156,10 +157,10 @@ def protocol_section(task: Task, df: pd.DataFrame) -> str:
     samples = [e["samples"] for e in extras if isinstance(e.get("samples"), dict)]
     tuned = []
     for _, row in units[units["extra"].map(lambda e: isinstance(e, dict) and bool(e.get("tuned")))].iterrows():
-        record = row["extra"]["tuned"]
-        for name in record.get("parameters", {}):
+        parameters = rejoined_parameters(row["extra"]["tuned"].get("parameters", {}))  # whole in stores of old reuses
+        for name, entry in parameters.items():
             column = name.split(".", 1)[0]
-            tuned.append((f"{column} {row.get(column, '?')}", {"parameters": {name: record["parameters"][name]}}))
+            tuned.append((f"{column} {row.get(column, '?')}", {"parameters": {name: entry}}))
     return describe(task.protocol, task.seeds, samples, tuned)
 
 

@@ -231,3 +231,7 @@ def test_a_tuning_record_survives_the_flat_release_table():
                                                         "evaluation": "inductive"})(), "seeds": [0]})()
     text = protocol_section(task, back)
     assert "- similarity vq: `threshold_quantile` over [0.1, 0.05, 0.2] (a quantile): chosen 0.05 ×1" in text
+    # a store that an earlier reuse filled with the split records still draws its page
+    split = back.assign(extra=[{**back["extra"].iloc[0], "tuned": {**tuned, "parameters": {
+        "similarity": {"threshold_quantile": entry}, "stitcher": {"weight_decay": {**entry, "chosen": 0.1}}}}}])
+    assert protocol_section(task, split) == text
