@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-import lazy_loader
-
+from relbench import deferred
 from relbench.errors import ConfigError
 from relbench.interfaces import AnchorContext, Anchors
 from relbench.sharing import SharedWork, learned_anchors
@@ -21,7 +20,7 @@ from relbench.task_model import PluginSpec
 if TYPE_CHECKING:
     from relbench.task_run import TaskRun
 
-torch = lazy_loader.load("torch")
+torch = deferred.load("torch")
 
 
 class TaskAnchors:

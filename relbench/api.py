@@ -55,6 +55,7 @@ from relbench.interfaces import (
     UnitKey,
 )
 from relbench.console import progress_bar
+from relbench.deferred import load as deferred_import
 from relbench.pages import (Page, arrow, directions, fmt, listing, lower_is_better, pair_heatmap, save_figure, slug,
                             sparse_figure, table)
 from relbench.precision import autocast
@@ -128,6 +129,7 @@ __all__ = [
     "UnitKey",
     "USES",
     "progress_bar",
+    "deferred_import",
     # the task model
     "Task",
     "Axis",

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import lazy_loader
 import numpy as np
 
+from relbench import deferred
 from relbench.errors import ConfigError
 from relbench.interfaces import Bank, DatasetData
 from relbench.protocol import Draw, draw
@@ -22,7 +22,7 @@ from relbench.task_model import EncoderSpec
 if TYPE_CHECKING:
     from relbench.task_run import TaskRun
 
-torch = lazy_loader.load("torch")
+torch = deferred.load("torch")
 
 
 class TaskBanks:

@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import lazy_loader
-
+from relbench import deferred
 from relbench.cache import atomic_write_bytes
 from relbench.errors import UserError
 from relbench.interfaces import DatasetData
@@ -40,7 +39,7 @@ from relbench.rows import TASK_ERROR
 from relbench.summary import method_columns, release_rows, task_summary
 from relbench.task_model import Task
 
-pd = lazy_loader.load("pandas")
+pd = deferred.load("pandas")
 
 #: the files every board copies beside its pages (shipped in the package, next to this module)
 ASSETS = ("board.js", "board.css")

@@ -43,15 +43,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import lazy_loader
-
+from relbench import deferred
 from relbench import __version__
 from relbench.errors import UserError
 from relbench.result_index import StoredUnit, TaskLines
 from relbench.results import ResultStore
 from relbench.reuse import ORIGIN, SUBMITTED_PREFIX, VERIFIED, by_unit, nested, stored_rows, taken_from_release
 
-pd = lazy_loader.load("pandas")
+pd = deferred.load("pandas")
 
 #: the bundle format this relbench writes and reads
 FORMAT = 1

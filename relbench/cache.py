@@ -32,13 +32,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import lazy_loader
 from safetensors import SafetensorError
 
+from relbench import deferred
 from relbench.errors import OutputNotWritable, UserError
 from relbench.rows import brief
 
-torch = lazy_loader.load("torch")
+torch = deferred.load("torch")
 
 try:
     import fcntl

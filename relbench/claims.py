@@ -33,15 +33,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import lazy_loader
 import numpy as np
 
+from relbench import deferred
 from relbench.interfaces import TaskKind
 from relbench.pages import arrow, directions, fmt
 from relbench.uncertainty import (FAILS, HOLDS, INCONCLUSIVE, LEVEL, MARGIN, bootstrap_columns, fmt_interval,
                                   method_note, with_samples)
 
-pd = lazy_loader.load("pandas")
+pd = deferred.load("pandas")
 
 #: how a claim or a published entry names an empty part (a column a row does not use)
 EMPTY = "-"

@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from itertools import combinations
 from string import ascii_lowercase
 
-import lazy_loader
+from relbench import deferred
 import numpy as np
 
-pd = lazy_loader.load("pandas")
+pd = deferred.load("pandas")
 
 #: the significance level of every test, the letters and the diagram
 ALPHA = 0.05

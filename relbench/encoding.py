@@ -14,8 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import lazy_loader
-
+from relbench import deferred
 from relbench import __version__
 from relbench.cache import RESERVED_FIELDS, identity_key
 from relbench.descriptions import loaded
@@ -26,7 +25,7 @@ from relbench.task_model import EncoderSpec
 if TYPE_CHECKING:
     from relbench.task_run import TaskRun
 
-torch = lazy_loader.load("torch")
+torch = deferred.load("torch")
 
 ID_VIEW = "id"  # pseudo-view whose items are the sample ids (for precomputed embeddings)
 

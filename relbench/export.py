@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import lazy_loader
+from relbench import deferred
 import numpy as np
 
-pd = lazy_loader.load("pandas")
+pd = deferred.load("pandas")
 
 #: the file formats :func:`write` knows
 FORMATS = ("parquet", "csv", "jsonl")

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
-import lazy_loader
 import numpy as np
 
+from relbench import deferred
 from relbench.sharing import SharedWork
 
 if TYPE_CHECKING:  # only for annotations: the core modules import this one
@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # only for annotations: the core modules import this one
     from relbench.task_model import PluginSpec, Task
     from relbench.pages import Page
 
-torch = lazy_loader.load("torch")
+torch = deferred.load("torch")
 
 #: which way a number is better: every number relbench stores declares one where it is
 #: produced (a metric's class, a stitcher's diagnostic, a task kind's row)

@@ -35,10 +35,10 @@ try:
 except ImportError:  # Windows: folders are not locked
     fcntl = None
 
-import lazy_loader
 import numpy as np
 from tabulate import tabulate
 
+from relbench import deferred
 from relbench import __version__, crosstask
 from relbench.cache import atomic_write_bytes
 from relbench.errors import OutputNotWritable
@@ -58,7 +58,7 @@ from relbench.claims import cell_count, claims_section, filtered
 from relbench.uncertainty import fmt_interval
 from relbench.task_model import Task
 
-pd = lazy_loader.load("pandas")
+pd = deferred.load("pandas")
 
 
 #: the sentence every generated page carries (and by which a stale one is recognised)

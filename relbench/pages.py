@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import lazy_loader
-
+from relbench import deferred
 from relbench.names import inside
 from relbench.results import ResultStore
 
-pd = lazy_loader.load("pandas")
+pd = deferred.load("pandas")
 
 ARROWS = {"higher": "↑", "lower": "↓", "neutral": ""}
 #: the widest line a page's table may have, in characters: a wider one overflows a screen

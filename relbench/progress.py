@@ -18,11 +18,10 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
-import lazy_loader
-
+from relbench import deferred
 from relbench.console import progress_bar
 
-pd = lazy_loader.load("pandas")
+pd = deferred.load("pandas")
 
 
 #: what a smoke suite's first line and index say (lm-eval says as much of ``--limit``)

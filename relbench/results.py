@@ -42,9 +42,9 @@ from collections.abc import Collection, Iterator
 from functools import lru_cache
 from pathlib import Path
 
-import lazy_loader
+from relbench import deferred
 
-pd = lazy_loader.load("pandas")
+pd = deferred.load("pandas")
 
 try:
     import fcntl

@@ -23,12 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import lazy_loader
-
+from relbench import deferred
 from relbench.errors import UserError
 from relbench.export import gathered
 
-pd = lazy_loader.load("pandas")
+pd = deferred.load("pandas")
 
 #: the field of a stored row taken from a release: ``release@<revision>`` (absent on rows computed here)
 ORIGIN = "origin"

@@ -17,14 +17,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import lazy_loader
-
+from relbench import deferred
 from relbench.export import gathered
 from relbench.interfaces import TaskKind
 from relbench.leaderboard import task_page
 from relbench.task_model import Task
 
-pd = lazy_loader.load("pandas")
+pd = deferred.load("pandas")
 
 #: the columns of every cell, after the task, its kind and the kind's method columns
 CELL_COLUMNS = ("metric", "score", "low", "high", "n", "tie_group")

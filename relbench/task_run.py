@@ -16,8 +16,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import lazy_loader
-
+from relbench import deferred
 from relbench.anchor_store import TaskAnchors
 from relbench.banks import TaskBanks
 from relbench.console import progress_bar
@@ -32,7 +31,7 @@ from relbench.unit_store import TaskUnits
 if TYPE_CHECKING:
     from relbench.runner import Runner
 
-torch = lazy_loader.load("torch")
+torch = deferred.load("torch")
 
 
 class TaskRun:

@@ -50,9 +50,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import lazy_loader
 import numpy as np
 
+from relbench import deferred
 from relbench.identity import key_json
 from relbench.protocol import EvaluationProtocol
 from relbench.interfaces import (AGGREGATIONS, INVARIANCES, METRIC_OUTPUTS, AnchorContext, AnchorSelector, Anchors,
@@ -63,8 +63,8 @@ from relbench.rows import display_key, flat_row
 from relbench.sharing import SharedWork
 from relbench.task_model import EncoderSpec, PluginSpec, Task
 
-pd = lazy_loader.load("pandas")
-torch = lazy_loader.load("torch")
+pd = deferred.load("pandas")
+torch = deferred.load("torch")
 
 
 def _metric_inputs(output: str, rng: np.random.Generator, classes: int, samples: int,

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
-import lazy_loader
+from relbench import deferred
 import numpy as np
 
-torch = lazy_loader.load("torch")
+torch = deferred.load("torch")
 
 
 def seeded_generator(seed: int) -> torch.Generator:

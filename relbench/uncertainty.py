@@ -31,12 +31,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import lazy_loader
 import numpy as np
 
+from relbench import deferred
 from relbench.samples import FORMAT, VALUES_FORMAT, read_predictions, read_values
 
-pd = lazy_loader.load("pandas")
+pd = deferred.load("pandas")
 
 #: bootstrap resamples per interval, and the generator seed (pages must be reproducible)
 RESAMPLES = 1000

@@ -40,3 +40,40 @@ def test_a_torch_module_of_a_plugin_still_works_once_imported_lazily():
     X = torch.eye(3)
     assert torch.allclose(cosine_matrix(X, X), torch.eye(3))
     assert type(torch).__name__ == "module"
+
+
+NOTHING_STANDS_IN = """
+import sys, types
+import relbench.banks, relbench_relreps.similarities, relbench.results
+before = sorted(m for m in ("torch", "pandas") if m in sys.modules)
+relbench.banks.torch.zeros(1)
+relbench.results.pd.DataFrame()
+print(before, type(sys.modules["torch"]) is types.ModuleType, type(sys.modules["pandas"]) is types.ModuleType,
+      relbench_relreps.similarities.torch.as_tensor is sys.modules["torch"].as_tensor)
+"""
+
+
+def test_a_deferred_module_puts_nothing_in_sys_modules_before_its_real_import():
+    """A lazy module in ``sys.modules`` (importlib's LazyLoader, which lazy_loader used) is
+    what torch met importing its own submodules, and under Python 3.12.3 that recursed
+    until the import failed; the deferred stand-in leaves ``sys.modules`` to the ordinary
+    import, which then holds the plain module."""
+    proc = subprocess.run([sys.executable, "-c", NOTHING_STANDS_IN], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.split() == ["[]", "True", "True", "True"], proc.stderr[-2000:]
+
+
+def test_a_deferred_module_forwards_attributes_and_says_what_it_stands_for():
+    from relbench.deferred import load
+
+    json_module = load("json")
+    assert "not imported yet" in repr(json_module)
+    assert json_module.loads("[1]") == [1]
+    assert "imported" in repr(json_module) and "not" not in repr(json_module)
+    missing = load("relbench_no_such_module")
+    try:
+        missing.anything
+    except ModuleNotFoundError as exc:
+        assert "relbench_no_such_module" in str(exc)
+    else:
+        raise AssertionError("a module that does not exist must fail on first use")

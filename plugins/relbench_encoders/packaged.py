@@ -12,12 +12,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import lazy_loader
-
-from relbench.api import MissingAsset
+from relbench.api import deferred_import, MissingAsset
 from relbench_encoders._common import cache_subdir, file_sha256, import_timm, package_dir, pip_command
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 @dataclass(frozen=True)

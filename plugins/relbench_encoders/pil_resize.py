@@ -21,10 +21,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import lazy_loader
 import numpy as np
+from relbench.api import deferred_import
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 #: fixed-point precision of PIL's 8-bit resampling weights
 PRECISION_BITS = 32 - 8 - 2

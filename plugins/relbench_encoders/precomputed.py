@@ -7,13 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import Encoder, EncoderContext, MissingAsset, UserError
+from relbench.api import deferred_import, Encoder, EncoderContext, MissingAsset, UserError
 from relbench_encoders._common import cache_subdir, file_sha256, require
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 class MissingIds(UserError):

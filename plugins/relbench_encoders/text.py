@@ -11,16 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import Encoder, EncoderContext, MissingAsset
+from relbench.api import deferred_import, Encoder, EncoderContext, MissingAsset
 from relbench_encoders import ort_backend
 from relbench_encoders._common import cache_subdir, dist_version, ensure_torchvision, require, run_batched
 from relbench_encoders.text_forward import graph_spec, pick_outputs, pool, with_padding
 from relbench_encoders.text_models import MINILM_ALIASES, SPLIT_ZIP_MODELS, model_dir, weights_fingerprint
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 __all__ = ["MINILM_ALIASES", "SPLIT_ZIP_MODELS", "USE_THREADS", "E5Encoder", "TransformersEncoder", "UseEncoder",
            "weights_fingerprint"]

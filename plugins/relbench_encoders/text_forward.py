@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import lazy_loader
-
+from relbench.api import deferred_import
 from relbench_encoders import ort_backend
 from relbench_encoders._common import require
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 def pick_outputs(out: Any, outputs: Sequence[str], model: str) -> tuple[torch.Tensor, ...]:

@@ -9,16 +9,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-import lazy_loader
-
-from relbench.api import Encoder, EncoderContext, progress_bar
+from relbench.api import deferred_import, Encoder, EncoderContext, progress_bar
 from relbench_encoders import ort_backend, packaged
 from relbench_encoders._common import cache_subdir, import_timm, is_cuda_oom, to_pil_rgb
 from relbench_encoders.timm_images import BatchTransform as _BatchTransform
 from relbench_encoders.timm_images import image_batches
 from relbench_encoders.timm_weights import load_net, weight_source, weights_fingerprint
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 @dataclass

@@ -7,13 +7,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import EncoderContext
+from relbench.api import deferred_import, EncoderContext
 from relbench_encoders.pil_resize import reproducible, resize_crop, uint8_batch
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import lazy_loader
-
-from relbench.api import EncoderContext, MissingAsset
+from relbench.api import deferred_import, EncoderContext, MissingAsset
 from relbench_encoders import packaged
 from relbench_encoders._common import cache_subdir, file_sha256, import_timm
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 def weight_source(model: str, weights: str) -> str:

@@ -7,13 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import Encoder, EncoderContext, train_classifier
+from relbench.api import deferred_import, Encoder, EncoderContext, train_classifier
 from relbench_encoders._common import params_hash, to_pil_rgb
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 def grey_images(items: Sequence[Any], size: int) -> torch.Tensor:

@@ -7,15 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import Encoder, EncoderContext, progress_bar
+from relbench.api import deferred_import, Encoder, EncoderContext, progress_bar
 from relbench_encoders import corpus as corpora
 from relbench_encoders._common import cache_subdir
 from relbench_encoders.tables import TABLES, WordTable, get_table, table_fingerprint
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-import lazy_loader
+from relbench.api import AnchorContext, Anchors, AnchorSelector, deferred_import, seeded_generator
 
-from relbench.api import AnchorContext, AnchorSelector, Anchors, seeded_generator
-
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 def greedy_fps(

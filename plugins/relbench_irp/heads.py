@@ -16,11 +16,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-import lazy_loader
+from relbench.api import deferred_import, fit_reference_head, head_settings, train_classifier
 
-from relbench.api import fit_reference_head, head_settings, train_classifier
-
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 HeadKind = Literal["reference", "mlp"]
 ACTIVATIONS = ("cos", "relu", "tanh")

@@ -5,15 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-import lazy_loader
 import numpy as np
 
+from relbench.api import deferred_import
 from relbench.api import (Axis, ConfigError, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, fmt, fmt_interval,
                           head_settings, predict_logits, seed_interval, stratified_subsample, table, train_classifier,
                           validate_head_params)
 
-pd = lazy_loader.load("pandas")
-torch = lazy_loader.load("torch")
+pd = deferred_import("pandas")
+torch = deferred_import("torch")
 
 REPRESENTATIONS = ("absolute", "relative")
 METRICS = {"cosine": "higher", "error": "lower", "accuracy": "higher"}

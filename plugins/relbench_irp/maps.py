@@ -23,10 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+from relbench.api import deferred_import
 
-import lazy_loader
-
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 Scaling = Literal["standard", "center", "none"]
 

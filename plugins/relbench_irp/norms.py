@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import lazy_loader
 import numpy as np
 
+from relbench.api import deferred_import
 from relbench.api import (Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, fmt, fmt_interval, save_figure,
                           seed_interval, table)
 
-pd = lazy_loader.load("pandas")
-torch = lazy_loader.load("torch")
+pd = deferred_import("pandas")
+torch = deferred_import("torch")
 
 FIGURE = "embedding_norms.png"
 #: the summary statistics of a norm distribution, as metric names (every one neutral)

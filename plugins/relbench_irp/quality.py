@@ -5,15 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-import lazy_loader
 import numpy as np
 
+from relbench.api import deferred_import
 from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions, fmt,
                           fmt_interval, listing, lower_is_better, seed_interval, seeded_generator, table)
 from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise
 
-pd = lazy_loader.load("pandas")
-torch = lazy_loader.load("torch")
+pd = deferred_import("pandas")
+torch = deferred_import("torch")
 
 #: the metrics drawn as ω × δ heatmaps
 METRICS = ("reconstruction_cosine", "condition_number", "anchors_kept")

@@ -5,17 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import lazy_loader
 import numpy as np
 
+from relbench.api import deferred_import
 from relbench.api import (USES, Axis, Bank, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions,
                           fmt, fmt_interval, lower_is_better, predict_logits, seed_interval, table, train_classifier)
 from relbench_irp.heads import ACTIVATIONS, mlp_head
 from relbench_irp.quality import sample_ids
 from relbench_irp.translate import TargetDecoder, centre_normalise
 
-pd = lazy_loader.load("pandas")
-torch = lazy_loader.load("torch")
+pd = deferred_import("pandas")
+torch = deferred_import("torch")
 
 
 def accuracy(head: torch.nn.Module, X: torch.Tensor, y: torch.Tensor) -> float:

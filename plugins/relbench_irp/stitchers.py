@@ -8,15 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-import lazy_loader
-
+from relbench.api import deferred_import
 from relbench.api import (Bank, Diagnostic, FitContext, Prediction, StitchSide, Stitcher, head_key, head_settings,
                           predict_logits)
 from relbench_irp.heads import HeadKind, fit_absolute_head, head_variant
 from relbench_irp.maps import AffineMap, Scaling, ScaledAnchors, augmented_pinv, procrustes_join
 from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise, centred_anchors
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 _HEAD_DOC = """
         head: ``reference`` (the harness's reference head, shared with the absolute

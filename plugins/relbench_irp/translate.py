@@ -34,12 +34,10 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-import lazy_loader
-
-from relbench.api import Diagnostic
+from relbench.api import deferred_import, Diagnostic
 from relbench_irp.fps import fps_indices
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 PinvKind = Literal["plain", "ridge"]
 

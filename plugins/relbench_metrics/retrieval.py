@@ -16,12 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import Metric
+from relbench.api import deferred_import, Metric
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 def _tensor(x) -> torch.Tensor:

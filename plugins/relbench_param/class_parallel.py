@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import AnchorContext, AnchorSelector, Anchors, ConfigError, seeded_generator
+from relbench.api import AnchorContext, Anchors, AnchorSelector, ConfigError, deferred_import, seeded_generator
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 def class_offset(position: int, encoders: int, members: int) -> int:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import AnchorContext, Similarity
+from relbench.api import AnchorContext, deferred_import, Similarity
 from relbench_param.spaces import BankSpace
 from relbench_param.validation import TransferValidation, class_codes, validation_split
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 def validation_codes(ctx: AnchorContext, fraction: float) -> tuple[np.ndarray | None, str]:

@@ -13,10 +13,9 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Mapping
+from relbench.api import deferred_import
 
-import lazy_loader
-
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 def standardise_columns(r: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:

@@ -21,12 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-import lazy_loader
-
-from relbench.api import Regularizer, RegularizerBatch
+from relbench.api import deferred_import, Regularizer, RegularizerBatch
 from relbench_param.losses import align_uniform, barlow_twins, soft_jaccard
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 def against_partners(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], batch: RegularizerBatch) -> torch.Tensor:

@@ -10,9 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-import lazy_loader
-
-from relbench.api import AnchorContext, AnchorSelector, Anchors, Similarity, seeded_generator
+from relbench.api import AnchorContext, Anchors, AnchorSelector, deferred_import, seeded_generator, Similarity
 from relbench_param.fit_rows import FitRows
 from relbench_param.losses import (
     alignment,
@@ -30,7 +28,7 @@ from relbench_param.training import MIN_LOGIT_CHANGE, has_converged, mixture_siz
 from relbench_param.wip import WhitenedInnerProduct
 from relbench_relreps.similarities import Cosine
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 @dataclass

@@ -7,12 +7,10 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import lazy_loader
-
-from relbench.api import Bank, Similarity
+from relbench.api import Bank, deferred_import, Similarity
 from relbench_param.wip import WhitenedInnerProduct
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 def inner_product(X: torch.Tensor, A: torch.Tensor) -> torch.Tensor:

@@ -7,16 +7,14 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import lazy_loader
-
-from relbench.api import autocast, minibatches
+from relbench.api import autocast, deferred_import, minibatches
 from relbench_param.spaces import BankSpace
 from relbench_param.validation import Checkpoints, TransferValidation
 
 if TYPE_CHECKING:
     from relbench_param.selector import PARAMSelector
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 #: training counts as not having moved P when no mixture logit ``P/τ`` changed by more
 #: than this (a relative change of every mixture weight below about 0.1 %)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import lazy_loader
 import numpy as np
+from relbench.api import deferred_import
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 def class_codes(labels: object, n: int) -> np.ndarray | None:

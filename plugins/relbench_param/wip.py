@@ -5,11 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-import lazy_loader
+from relbench.api import deferred_import, Similarity, Tunable
 
-from relbench.api import Similarity, Tunable
-
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 #: the value of ``lam`` that asks for the analytic Ledoit–Wolf shrinkage
 LEDOIT_WOLF = "ledoit-wolf"

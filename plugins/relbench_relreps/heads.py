@@ -10,12 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import lazy_loader
-
+from relbench.api import deferred_import
 from relbench.api import (HeadSettings, NonFinite, Regularizer, RegularizerBatch, Similarity, autocast, finish_training,
                           minibatches, seeded_generator, train_loop)
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 if TYPE_CHECKING:
     from relbench_relreps.adapter import Adapter

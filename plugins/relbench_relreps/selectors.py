@@ -9,12 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import AnchorContext, AnchorSelector, Anchors, ConfigError, seeded_generator
+from relbench.api import AnchorContext, Anchors, AnchorSelector, ConfigError, deferred_import, seeded_generator
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 def _check_count(selector: str, k: int, available: int, pool: str) -> None:

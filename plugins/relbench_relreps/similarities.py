@@ -7,11 +7,9 @@ import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import lazy_loader
+from relbench.api import deferred_import, Similarity
 
-from relbench.api import Similarity
-
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 def cosine_matrix(X: torch.Tensor, A: torch.Tensor, center: bool = False) -> torch.Tensor:

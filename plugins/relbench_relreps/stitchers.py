@@ -6,13 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import lazy_loader
-
+from relbench.api import deferred_import
 from relbench.api import (Diagnostic, FitContext, NotAchievable, Prediction, StitchSide, Stitcher, fit_reference_head,
                           head_key, head_settings, predict_logits, train_classifier, validate_head_params)
 from relbench_relreps.heads import ADAPTER_DECAY, AdaptedRelative, train_relative_with_regularizers
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 _HEAD_PARAMS_DOC = """
     epochs : int | None, default None

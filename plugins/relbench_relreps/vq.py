@@ -8,12 +8,11 @@ from typing import ClassVar, Literal
 import collections
 import hashlib
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import Similarity, Tunable
+from relbench.api import deferred_import, Similarity, Tunable
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 class Dendrogram:

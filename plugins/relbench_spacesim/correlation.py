@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import lazy_loader
 import numpy as np
+from relbench.api import deferred_import
 
-pd = lazy_loader.load("pandas")
+pd = deferred_import("pandas")
 
 PAIR = ["source", "target"]
 

@@ -7,14 +7,14 @@ import itertools
 from dataclasses import dataclass
 from typing import ClassVar
 
-import lazy_loader
 import numpy as np
 
+from relbench.api import deferred_import
 from relbench.api import (Axis, Page, PluginSpec, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, fmt,
                           fmt_interval, pair_heatmap, seed_interval, slug, sparse_figure, table)
 from relbench_spacesim import prediction
 
-pd = lazy_loader.load("pandas")
+pd = deferred_import("pandas")
 
 
 def sample_positions(n: int, max_samples: int, seed: int) -> np.ndarray:

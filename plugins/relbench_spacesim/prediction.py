@@ -30,12 +30,11 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import table
+from relbench.api import deferred_import, table
 
-pd = lazy_loader.load("pandas")
+pd = deferred_import("pandas")
 
 #: the controls' names, as the section's rows show them
 OWN, SAME = "own score (worse of the pair)", "same architecture"

@@ -35,8 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-import lazy_loader
-
+from relbench.api import deferred_import
 from relbench.api import Anchors, Axis, Page, PluginSpec, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey
 from relbench_stitching import budget_index, budget_page
 from relbench_stitching.grid import COMBO, Unit, plan_units, unit_key
@@ -44,7 +43,7 @@ from relbench_stitching.kind import Stitching
 from relbench_stitching.running import EncoderWidths, UnitRun
 from relbench_stitching.sides import SeedSides
 
-pd = lazy_loader.load("pandas")
+pd = deferred_import("pandas")
 
 #: the smallest budget of the default scale
 SMALLEST_BUDGET = 8

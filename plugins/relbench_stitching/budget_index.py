@@ -12,15 +12,14 @@ alone (:func:`ranked_methods`).
 
 from __future__ import annotations
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import table
+from relbench.api import deferred_import, table
 from relbench_stitching.budget_page import FRACTION, SHARE, Measured
 from relbench_stitching.intervals import COMBO
 from relbench_stitching.scores import combo_label
 
-pd = lazy_loader.load("pandas")
+pd = deferred_import("pandas")
 
 #: the ``measure`` of a summary row holding a method's 95 % budget (its score: a number of anchors)
 BUDGET_MEASURE = "budget-95"

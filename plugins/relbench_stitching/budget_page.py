@@ -22,14 +22,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import lazy_loader
 import numpy as np
 
+from relbench.api import deferred_import
 from relbench.api import Page, arrow, directions, fmt, fmt_interval, lower_is_better, seed_interval, slug, table
 from relbench_stitching.intervals import COMBO
 from relbench_stitching.scores import combo_label
 
-pd = lazy_loader.load("pandas")
+pd = deferred_import("pandas")
 
 #: the share of the full-budget score a budget must reach
 FRACTION = 0.95

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import math
 
-import lazy_loader
 import numpy as np
 
+from relbench.api import deferred_import
 from relbench_stitching.intervals import COMBO, stitched_draws
 from relbench_stitching.scores import Scored, combo_label
 
-pd = lazy_loader.load("pandas")
+pd = deferred_import("pandas")
 
 
 def encoder_views(df: pd.DataFrame) -> list[str]:

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import math
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import Draws, arrow, fmt, fmt_interval, table
+from relbench.api import arrow, deferred_import, Draws, fmt, fmt_interval, table
 from relbench_stitching.intervals import COMBO, draw_label
 from relbench_stitching.scores import Scored, combo_label, score_text
 
-pd = lazy_loader.load("pandas")
+pd = deferred_import("pandas")
 
 
 def chance_ratio(score: pd.Series, null: pd.Series, own: pd.Series) -> pd.Series:

@@ -30,11 +30,9 @@ from __future__ import annotations
 import functools
 import importlib
 
-import lazy_loader
+from relbench.api import AnchorSelector, deferred_import, Regularizer, Stitcher
 
-from relbench.api import AnchorSelector, Regularizer, Stitcher
-
-pd = lazy_loader.load("pandas")
+pd = deferred_import("pandas")
 
 #: the columns, in the order :func:`declared_columns` returns them
 DECLARED = ("role", "needs_both_spaces")

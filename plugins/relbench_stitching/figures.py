@@ -3,15 +3,15 @@ Figure 1 view of the held-out protocol (with its table)."""
 
 from __future__ import annotations
 
-import lazy_loader
 import numpy as np
 
+from relbench.api import deferred_import
 from relbench.api import (Page, bootstrap_columns, fmt, fmt_interval, method_note, pair_heatmap, slug, sparse_figure,
                           table, with_samples)
 from relbench_stitching.intervals import CELL, COMBO
 from relbench_stitching.scores import combo_label, is_reference
 
-pd = lazy_loader.load("pandas")
+pd = deferred_import("pandas")
 
 
 def colour_scale(df: pd.DataFrame, metric: str) -> tuple[float, float]:

@@ -33,11 +33,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import lazy_loader
-
+from relbench.api import deferred_import
 from relbench_irp.maps import affine_fit
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 #: the groups, smallest first (the order the page reads them in)
 GROUPS = ("scaled-orthogonal", "permutation-diagonal", "orthogonal-diagonal", "affine")

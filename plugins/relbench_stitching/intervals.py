@@ -14,12 +14,11 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import Draws, bootstrap_columns, indistinguishable, with_samples
+from relbench.api import bootstrap_columns, deferred_import, Draws, indistinguishable, with_samples
 
-pd = lazy_loader.load("pandas")
+pd = deferred_import("pandas")
 
 #: the columns that make a combination (the page's grid)
 COMBO = ["selector", "similarity", "stitcher", "regularizer"]

@@ -35,16 +35,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import Axis, DatasetData, Page, Task, TaskKind, TaskRunAPI, UnitKey
+from relbench.api import Axis, DatasetData, deferred_import, Page, Task, TaskKind, TaskRunAPI, UnitKey
 from relbench_stitching import main_table, matrix
 from relbench_stitching import page as pages
 from relbench_stitching.grid import COMBO, Combination, Unit, expand_grid, plan_units, unit_key
 from relbench_stitching.running import run_units
 
-pd = lazy_loader.load("pandas")
+pd = deferred_import("pandas")
 
 __all__ = ["Combination", "Stitching", "expand_grid"]
 

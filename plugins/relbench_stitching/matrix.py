@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import math
 
-import lazy_loader
-
-from relbench.api import Page, bootstrap_columns, with_samples
+from relbench.api import bootstrap_columns, deferred_import, Page, with_samples
 from relbench_stitching.intervals import CELL, COMBO
 from relbench_stitching.scores import common_metrics, prepared
 
-pd = lazy_loader.load("pandas")
+pd = deferred_import("pandas")
 
 #: the columns spanning a matrix: the decoder's encoder (rows) and the evaluated one (columns)
 AXES = ("source", "target")

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import math
 
-import lazy_loader
-
-from relbench.api import Page, arrow, fmt_interval, listing, method_note, origin_marks, table
+from relbench.api import arrow, deferred_import, fmt_interval, listing, method_note, origin_marks, Page, table
 from relbench_stitching.cells import encoder_views, index_cells, summary_cells
 from relbench_stitching.chance import chance_section
 from relbench_stitching.figures import colour_scale, heatmap_section, held_out_section
@@ -28,7 +26,7 @@ from relbench_stitching.scores import (Scored, combo_label, headline, headline_o
 from relbench_stitching.sections import (diagnostics_section, encoder_report_section, failures_section,
                                          pair_kind_section, pair_kinds)
 
-pd = lazy_loader.load("pandas")
+pd = deferred_import("pandas")
 
 __all__ = ["COMBO", "Scored", "colour_scale", "encoder_views", "headline", "held_out_section", "index_cells",
            "meaning", "pair_kind_section", "pair_kinds", "ranking", "score", "stitching_page", "summary_cells"]

@@ -7,15 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import lazy_loader
 import numpy as np
 
+from relbench.api import deferred_import
 from relbench.api import (Candidate, FitContext, Metric, NotAchievable, PluginSpec, ResultRow, StitchSide,
                           TaskRunAPI, UserError, candidates, choose, metric_row, per_sample_predictions)
 from relbench_stitching.grid import Combination, Unit, unit_key
 from relbench_stitching.sides import SeedSides
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 class Fitted(NamedTuple):

@@ -6,14 +6,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import ORIGIN, Draws, Page, directions, fmt, fmt_interval, lower_is_better
+from relbench.api import deferred_import, directions, Draws, fmt, fmt_interval, lower_is_better, ORIGIN, Page
 from relbench_stitching.declared import DECLARED, REFERENCE_ROLES, chance_nulls, declared_columns
 from relbench_stitching.intervals import COMBO, add_intervals, combination_draws
 
-pd = lazy_loader.load("pandas")
+pd = deferred_import("pandas")
 
 
 def combo_label(row) -> str:

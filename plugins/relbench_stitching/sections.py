@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import arrow, fmt, listing, table
+from relbench.api import arrow, deferred_import, fmt, listing, table
 from relbench_stitching.intervals import COMBO
 from relbench_stitching.scores import combo_label
 
-pd = lazy_loader.load("pandas")
+pd = deferred_import("pandas")
 
 
 def pair_kinds(df: pd.DataFrame) -> dict[tuple[str, str], str]:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import lazy_loader
 import numpy as np
 
+from relbench.api import deferred_import
 from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions,
                           fit_reference_head, fmt, fmt_interval, head_key, head_settings, seed_interval, table,
                           validate_head_params)
@@ -22,8 +22,8 @@ from relbench_irp.quality import sample_ids
 from relbench_irp.scale import accuracy, labels_of
 from relbench_stitching.groups import GROUPS, fit_groups, relative_residual
 
-pd = lazy_loader.load("pandas")
-torch = lazy_loader.load("torch")
+pd = deferred_import("pandas")
+torch = deferred_import("torch")
 
 #: the page's letters for the groups (the issue's order a < b < c < d)
 LETTERS = dict(zip(GROUPS, "abcd"))

@@ -6,12 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import lazy_loader
-
-from relbench.api import Regularizer, RegularizerBatch
+from relbench.api import deferred_import, Regularizer, RegularizerBatch
 from relbench_topology.regularizer import Topological
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 @dataclass

@@ -6,15 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import lazy_loader
 import numpy as np
 
+from relbench.api import deferred_import
 from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, fmt, fmt_interval, head_settings,
                           save_figure, seed_interval, table, validate_head_params)
 from relbench_topology.death_times import grouped_death_times, quantile_metric
 
-pd = lazy_loader.load("pandas")
-torch = lazy_loader.load("torch")
+pd = deferred_import("pandas")
+torch = deferred_import("torch")
 
 FIGURE = "death_times.png"
 #: the spaces whose death times a unit reports: the (adapted) embeddings the term before

@@ -8,9 +8,9 @@ the points, so gradients flow to the points through the chosen edges (Hofer et a
 
 from __future__ import annotations
 
-import lazy_loader
+from relbench.api import deferred_import
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 def mst_edges(D: torch.Tensor) -> torch.Tensor:

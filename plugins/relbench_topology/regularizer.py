@@ -8,12 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-import lazy_loader
-
-from relbench.api import Diagnostic, Regularizer, RegularizerBatch, Tunable
+from relbench.api import deferred_import, Diagnostic, Regularizer, RegularizerBatch, Tunable
 from relbench_topology.persistence import class_death_times, death_times_per_class
 
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 PLACES = ("before", "after")
 

@@ -6,11 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-import lazy_loader
+from relbench.api import deferred_import, Similarity
 
-from relbench.api import Similarity
-
-torch = lazy_loader.load("torch")
+torch = deferred_import("torch")
 
 
 @dataclass

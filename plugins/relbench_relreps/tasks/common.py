@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import lazy_loader
 import numpy as np
 
+from relbench.api import deferred_import
 from relbench.api import (AnchorContext, Anchors, ConfigError, PluginSpec, arrow, bootstrap_columns, directions,
                           save_figure, table)
 
-pd = lazy_loader.load("pandas")
-torch = lazy_loader.load("torch")
+pd = deferred_import("pandas")
+torch = deferred_import("torch")
 
 
 def specs_or_default(specs: Sequence[PluginSpec], interface: str, cls: type) -> list[PluginSpec]:

@@ -6,17 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import lazy_loader
 import numpy as np
 
-from relbench.api import ConfigError, Page, UnitKey, arrow, directions, table
+from relbench.api import arrow, ConfigError, deferred_import, directions, Page, table, UnitKey
 from relbench_metrics import MSE
 from relbench_relreps.selectors import RandomAnchors
 from relbench_relreps.tasks.common import specs_or_default, summary_table, without_failures
 from relbench_relreps.tasks.reconstruction import BOTTLENECKS, Reconstruction, per_seed_pairs
 
-pd = lazy_loader.load("pandas")
-torch = lazy_loader.load("torch")
+pd = deferred_import("pandas")
+torch = deferred_import("torch")
 
 FIGURE = "conv_reconstruction_{model}_{bottleneck}.png"
 MODELS = ("ae", "vae")

@@ -6,8 +6,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import lazy_loader
-
+from relbench.api import deferred_import
 from relbench.api import (Axis, Bank, Page, PluginSpec, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, directions,
                           predict_logits, train_classifier)
 from relbench_metrics import PearsonR
@@ -16,8 +15,8 @@ from relbench_relreps.similarities import Cosine
 from relbench_relreps.tasks.common import (best_cell, cell_headline, specs_or_default, summary_table, with_arrows,
                                            without_failures)
 
-pd = lazy_loader.load("pandas")
-torch = lazy_loader.load("torch")
+pd = deferred_import("pandas")
+torch = deferred_import("torch")
 
 FIGURE = "proxy_scatter.png"
 #: the hidden activations a proxy model may use (:class:`~relbench_relreps.tasks.small_net.SmallNet`)

@@ -7,9 +7,9 @@ import itertools
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import lazy_loader
 import numpy as np
 
+from relbench.api import deferred_import
 from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions,
                           seeded_generator)
 from relbench_metrics import MSE
@@ -17,8 +17,8 @@ from relbench_relreps.tasks.common import (BOTTLENECKS, best_cell, bottleneck_pl
                                            check_training_settings, image_rows, image_view, select_without_banks,
                                            summary_table, without_failures)
 
-pd = lazy_loader.load("pandas")
-torch = lazy_loader.load("torch")
+pd = deferred_import("pandas")
+torch = deferred_import("torch")
 
 FIGURE = "reconstruction_{bottleneck}.png"
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import ClassVar
 
-import lazy_loader
 import numpy as np
 
+from relbench.api import deferred_import
 from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, directions, metric_row,
                           per_sample_predictions, seeded_generator)
 from relbench_metrics import Accuracy, PearsonR, WeightedF1
@@ -19,8 +19,8 @@ from relbench_relreps.tasks.common import (best_cell, bottleneck_plan, cell_head
                                            check_training_settings, image_view, select_without_banks, summary_table,
                                            with_arrows, without_failures)
 
-pd = lazy_loader.load("pandas")
-torch = lazy_loader.load("torch")
+pd = deferred_import("pandas")
+torch = deferred_import("torch")
 
 FIGURE = "relative_training_epochs.png"
 SIMILARITY = "latent_similarity"

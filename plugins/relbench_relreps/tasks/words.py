@@ -6,9 +6,9 @@ import itertools
 from dataclasses import dataclass
 from typing import ClassVar
 
-import lazy_loader
 import numpy as np
 
+from relbench.api import deferred_import
 from relbench.api import (Axis, Bank, Metric, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, directions,
                           per_sample_values, seeded_generator)
 from relbench_metrics import MRR, JaccardAtK, neighbour_rankings
@@ -17,8 +17,8 @@ from relbench_relreps.similarities import Cosine
 from relbench_relreps.tasks.common import (best_cell, cell_estimate, cell_headline, specs_or_default, summary_table,
                                            with_arrows, without_failures)
 
-pd = lazy_loader.load("pandas")
-torch = lazy_loader.load("torch")
+pd = deferred_import("pandas")
+torch = deferred_import("torch")
 
 
 @dataclass
