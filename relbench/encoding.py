@@ -38,12 +38,24 @@ def check_device(name: str) -> None:
 
 
 def resolve_device(name: str) -> torch.device:
-    """``auto`` → CUDA when available, else CPU; ``cuda`` without a GPU is a user error."""
+    """``auto`` → CUDA when available, else CPU; ``cuda`` without a GPU is a user error.
+    On CUDA, fp32 stays fp32 (:func:`strict_fp32_on_gpu`)."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"device {name!r} was requested but no CUDA GPU is visible; use `device: auto` or `cpu`.")
+    if name.startswith("cuda"):
+        strict_fp32_on_gpu()
     return torch.device(name)
+
+
+def strict_fp32_on_gpu() -> None:
+    """Turn TF32 off for CUDA's matrix products and cuDNN's convolutions. PyTorch leaves it
+    on for convolutions by default, which rounds their fp32 inputs to a 10-bit mantissa:
+    an fp32 task on a GPU would then neither be fp32 nor match the CPU's rows. A bf16
+    task's loops opt in to bfloat16 explicitly (:mod:`relbench.precision`)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
 
 
 def check_finite(X: torch.Tensor, encoder: str, split: str) -> None:
@@ -113,15 +125,22 @@ class TaskEncodings:
     def context(self, spec: EncoderSpec, data: DatasetData, view: str) -> EncoderContext:
         """What encoder ``spec`` is given to read ``view`` of ``data`` for the task."""
         return EncoderContext(device=lambda: self.run.device, view=view, dataset=data, train=data.splits["train"],
-                              cache_dir=self.runner.cache.root, batch_size=self.task.batch_size)
+                              cache_dir=self.runner.cache.root, batch_size=self.task.batch_size,
+                              precision=self.task.precision)
 
     def _bank_identity(self, spec: EncoderSpec, encoder, data: DatasetData, split: str, view: str) -> dict:
         """What a bank's cache entry is keyed by: the encoder, its parameters and weights
-        fingerprint, the data set's fingerprint, the split and the view."""
+        fingerprint, the data set's fingerprint, the split and the view, and the encoder's
+        arithmetic where it is not fp32 (so an fp32 bank keeps its key, and a bf16 one is
+        never read by an fp32 task)."""
         ctx = self.context(spec, data, view)
-        return {"encoder": spec.name, "params": encoder.params(), "weights": encoder.fingerprint(ctx),
-                "plugin": spec.package, "data": data.fingerprint, "split": split, "view": view,
-                "relbench": __version__}
+        identity = {"encoder": spec.name, "params": encoder.params(), "weights": encoder.fingerprint(ctx),
+                    "plugin": spec.package, "data": data.fingerprint, "split": split, "view": view,
+                    "relbench": __version__}
+        arithmetic = encoder.arithmetic(ctx)
+        if arithmetic != "fp32":
+            identity["arithmetic"] = arithmetic
+        return identity
 
     def bank_needs(self) -> list[BankNeed]:
         """Every bank the task reads: each encoder's train and test pools, then the

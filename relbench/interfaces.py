@@ -255,11 +255,15 @@ class EncoderContext:
     ``torch.device`` to compute on; the runner may give a function that resolves it
     instead, called when an encoder first reads :attr:`device` (so that planning, which
     only asks encoders for fingerprints, never imports torch to look for a GPU).
+    ``precision`` is the task's (``fp32`` or ``bf16``, :mod:`relbench.precision`): an
+    encoder may opt in to bf16 where it pays (see :meth:`Encoder.arithmetic`).
     """
 
     def __init__(self, device: torch.device | Callable[[], torch.device], view: str, dataset: DatasetData,
-                 train: Split, cache_dir: Any, batch_size: int = 64, num_workers: int = 0):
+                 train: Split, cache_dir: Any, batch_size: int = 64, num_workers: int = 0,
+                 precision: str = "fp32"):
         self._device = device
+        self.precision = precision
         self.view = view
         self.dataset = dataset
         self.train = train
@@ -276,7 +280,7 @@ class EncoderContext:
 
     def __repr__(self) -> str:
         return (f"EncoderContext(view={self.view!r}, dataset={getattr(self.dataset, 'name', '?')!r}, "
-                f"batch_size={self.batch_size}, num_workers={self.num_workers})")
+                f"batch_size={self.batch_size}, num_workers={self.num_workers}, precision={self.precision!r})")
 
 
 class Encoder(Plugin, ABC):
@@ -299,6 +303,15 @@ class Encoder(Plugin, ABC):
     def setup(self, ctx: EncoderContext) -> None:
         """Load weights, or train on ``ctx.train`` for encoders that learn. Called at
         most once per run, only when some split is not cached."""
+
+    def arithmetic(self, ctx: EncoderContext) -> str:
+        """How :meth:`encode` computes under ``ctx``: ``"fp32"`` (the default, and always
+        at an fp32 task), or ``"bf16"`` where the encoder runs its forward under bfloat16
+        autocast because the task runs at ``bf16`` and that pays on ``ctx.device``. A
+        bank's cache identity records it when it is not fp32, so banks of the two
+        arithmetics are never mixed. Cheap, and must not read ``ctx.device`` at fp32
+        (planning asks every encoder, and must not import torch to look for a GPU)."""
+        return "fp32"
 
     @abstractmethod
     def encode(self, items: Sequence[Any], ctx: EncoderContext) -> torch.Tensor:

@@ -70,13 +70,23 @@ def without_backend(params: dict[str, Any]) -> dict[str, Any]:
 def wanted(backend: str, device: torch.device) -> str:
     """The backend to try for ``backend`` on ``device``: ``auto`` is onnxruntime on the CPU
     when onnx and onnxruntime are installed (never slower there than torch's eager
-    forward, twice as fast for the packaged CNNs), and torch elsewhere (CUDA runs torch
-    under bf16 autocast)."""
+    forward, twice as fast for the packaged CNNs), and torch elsewhere."""
     check_backend(backend)
     if backend != "auto":
         return backend
     installed = all(importlib.util.find_spec(m) is not None for m in ("onnx", "onnxruntime"))
     return "onnxruntime" if device.type == "cpu" and installed else "torch"
+
+
+def torch_arithmetic(backend: str, ctx: EncoderContext) -> str:
+    """The arithmetic of a torch encoder (:meth:`~relbench.api.Encoder.arithmetic`):
+    ``bf16`` (its forward under bfloat16 autocast, about 15× fp32's matrix throughput on a
+    recent GPU) only when the task runs at bf16 and the forward is torch's on CUDA; fp32
+    otherwise, and always at an fp32 task, whose banks are the CPU's arithmetic."""
+    if ctx.precision != "bf16":
+        return "fp32"
+    device = ctx.device
+    return "bf16" if device.type == "cuda" and wanted(backend, device) == "torch" else "fp32"
 
 
 def require_runtime(what: str) -> None:

@@ -119,6 +119,10 @@ class TransformersEncoder(Encoder):
             return f"hub:{self.model}"
         return weights_fingerprint(local, cache_subdir(ctx, "weights") / "hashes")
 
+    def arithmetic(self, ctx: EncoderContext) -> str:
+        """bf16 autocast for a bf16 task's torch forward on CUDA, else fp32."""
+        return ort_backend.torch_arithmetic(self.backend, ctx)
+
     def setup(self, ctx: EncoderContext) -> None:
         """Load tokenizer and model onto the device; the backend is chosen on the first
         texts encoded."""
@@ -136,6 +140,7 @@ class TransformersEncoder(Encoder):
                 f"or run where the hub is reachable"
             ) from exc
         self._ort, self.backend_used = None, None
+        self._bf16 = self.arithmetic(ctx) == "bf16"
         self._dim = self._net.config.hidden_size
         if ort_backend.wanted(self.backend, ctx.device) == "onnxruntime":
             ort_backend.require_runtime("the transformers encoder's onnxruntime backend")
@@ -182,7 +187,7 @@ class TransformersEncoder(Encoder):
         if self._ort is not None:
             outputs = self._ort(*(batch[name] for name in self._ort.input_names))
         else:
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self._bf16):
                 out = self._net(**{n: x.to(device) for n, x in batch.items()})
             outputs = pick_outputs(out, self.outputs, self.model)
         return pool(outputs, batch["attention_mask"], self.pooling, self.normalize)

@@ -119,6 +119,10 @@ class TimmEncoder(Encoder):
         """The timm model with its weights, ``num_classes=0`` (pre-logits), eval mode."""
         return load_net(self.model, self.source, self.path, self.seed, ctx)
 
+    def arithmetic(self, ctx: EncoderContext) -> str:
+        """bf16 autocast for a bf16 task's torch forward on CUDA, else fp32."""
+        return ort_backend.torch_arithmetic(self.backend, ctx)
+
     def setup(self, ctx: EncoderContext) -> None:
         """Load the network and its preprocessing; the backend is chosen on the first
         images encoded."""
@@ -130,6 +134,7 @@ class TimmEncoder(Encoder):
         self._transform = timm.data.create_transform(**config, is_training=False)
         self._batched = _BatchTransform.of(self._transform)
         self._net = net.to(ctx.device, memory_format=torch.channels_last)
+        self._bf16 = self.arithmetic(ctx) == "bf16"
         self._ort, self._graph, self.backend_used = None, None, None
         self._batch = max(1, ctx.batch_size)
         self._dim = net.num_features
@@ -169,7 +174,7 @@ class TimmEncoder(Encoder):
         while i < len(x):
             chunk = x[i : i + self._batch].to(device, non_blocking=True).contiguous(memory_format=torch.channels_last)
             try:
-                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self._bf16):
                     out.append(self._net(chunk).float().cpu())
             except Exception as exc:  # noqa: BLE001 - only OOM is retried
                 if not is_cuda_oom(exc) or self._batch == 1:
