@@ -23,8 +23,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from relbench.training import (ReferenceHead, finish_training, minibatches, predict_logits, seeded_generator,
-                               train_classifier)
+from relbench.reference_head import ReferenceHead
+from relbench.training import finish_training, minibatches, predict_logits, seeded_generator, train_classifier
 
 HIDDEN, CLASSES, LR, BATCH, SEED = 256, 10, 1e-4, 32, 0
 
