@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("path, units", [("tasks.yaml", 3246), ("tasks/quick.yaml", None), ("tasks/paper.yaml", None),
-                                         ("tasks/experiments.yaml", None), ("tasks/next-release.yaml", None)])
+                                         ("tasks/experiments.yaml", None), ("tasks/next-release.yaml", None),
+                                         ("tasks/gpu-check.yaml", None)])
 def test_task_file_dry_runs(path, units, capsys, tmp_path):
     assert cli.main(["run", str(ROOT / path), "--dry-run", "--output", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -72,3 +73,22 @@ def test_the_next_release_preview_is_the_default_suite_and_the_experiments_under
     preview, default, experiments = (load_suite(ROOT / path, registry)
                                      for path in ("tasks/next-release.yaml", "tasks.yaml", "tasks/experiments.yaml"))
     assert preview.tasks == default.tasks + experiments.tasks
+
+
+def test_every_core_grid_stitching_task_has_its_anchor_budget_curve(registry):
+    """Every stitching task of the main table's grid (all encoder pairs, the translation
+    stitchers beside the relative decoder) has an anchor-budget task over the same data set,
+    encoders and largest budget, so the release shows its curve (the budgets reuse its banks)."""
+    from relbench.config import load_suite
+
+    default = load_suite(ROOT / "tasks.yaml", registry)
+    experiments = load_suite(ROOT / "tasks" / "experiments.yaml", registry)
+
+    def same_inputs(task):
+        return repr((task.dataset, task.encoders, task.num_anchors, task.protocol))
+
+    core = [t for t in default.tasks if t.kind.name == "stitching" and t.kind.params.get("protocol", "all-pairs") ==
+            "all-pairs" and {"irp", "relative"} <= {s.name for s in t.grid.get("stitchers", []) if s is not None}]
+    budgets = {same_inputs(t): t.name for t in experiments.tasks if t.kind.name == "anchor-budget"}
+    assert len(core) == 8
+    assert {t.name: budgets.get(same_inputs(t)) is not None for t in core} == {t.name: True for t in core}
