@@ -1,4 +1,4 @@
-"""The IRP experiments of tasks/experiments.yaml: Table 1 (cross-lingual reconstruction
+"""The IRP experiments of tasks.yaml: Table 1 (cross-lingual reconstruction
 with the translation-quality kind), Figure 5 (the embedding-norms kind) and the
 condition-number ↔ anchors-kept correlation of Figure 6 on translation-quality's page."""
 
@@ -18,7 +18,7 @@ from relbench_irp.quality import TranslationQuality, pearson_over_cells
 from relbench_relreps import ParallelAnchors
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPERIMENTS = ROOT / "tasks" / "experiments.yaml"
+EXPERIMENTS = ROOT / "tasks.yaml"
 IRP_TASKS = ("bible-translation-quality", "emoji-translation-quality", "fashion-embedding-norms")
 TEXT = DatasetData("sentences", {}, ["a", "b"], {"en": "text", "es": "text"}, "x")
 

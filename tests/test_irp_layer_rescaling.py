@@ -22,7 +22,7 @@ from relbench_relreps import RandomAnchors
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "tasks" / "experiments.yaml"
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "tasks.yaml"
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog"]
 
 

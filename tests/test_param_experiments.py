@@ -1,4 +1,4 @@
-"""The PARAM experiments of tasks/experiments.yaml read the banks of the default suite's
+"""The PARAM experiments of tasks.yaml read the banks of the default suite's
 tasks they extend, and their grids are the ones their descriptions state."""
 
 from pathlib import Path
@@ -19,7 +19,7 @@ def tasks():
 
     registry = load_registry()
     default = {t.name: t for t in load_suite(ROOT / "tasks.yaml", registry).tasks}
-    experiments = {t.name: t for t in load_suite(ROOT / "tasks" / "experiments.yaml", registry).tasks}
+    experiments = {t.name: t for t in load_suite(ROOT / "tasks.yaml", registry).tasks}
     return default, experiments
 
 

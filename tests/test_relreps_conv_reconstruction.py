@@ -197,7 +197,7 @@ def test_the_experiments_files_claims_and_published_numbers_compare_stitched_pai
     from relbench.plugins import load_registry
     from relbench.uncertainty import HOLDS
 
-    suite = load_suite(Path(__file__).resolve().parents[1] / "tasks" / "experiments.yaml", load_registry())
+    suite = load_suite(Path(__file__).resolve().parents[1] / "tasks.yaml", load_registry())
     tasks = {t.name: t for t in suite.tasks if t.kind.name == "conv-reconstruction"}
     assert set(tasks) == {"mnist-conv-reconstruction", "fashion-conv-reconstruction"}
     df = _stitching_rows()

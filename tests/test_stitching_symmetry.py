@@ -206,7 +206,7 @@ def test_the_page_without_rows_says_so(tmp_path):
     assert Symmetry().page(empty, Page(tmp_path, "t")) == "No results yet.\n"
 
 
-#: symmetry task of tasks/experiments.yaml → the tasks.yaml task whose data set and encoders it copies
+#: symmetry task of tasks.yaml → the tasks.yaml task whose data set and encoders it copies
 COPIES = {"mnist-symmetry": "mnist-cross-seed", "fashion-symmetry": "fashion-translation-quality",
           "rotten-tomatoes-symmetry": "rotten-tomatoes-cross-arch"}
 
@@ -219,7 +219,7 @@ def test_each_experiment_reads_the_banks_of_a_default_suite_task(name):
     root = Path(__file__).resolve().parents[1]
     registry = load_registry()
     default = {t.name: t for t in load_suite(root / "tasks.yaml", registry).tasks}
-    new = {t.name: t for t in load_suite(root / "tasks" / "experiments.yaml", registry).tasks}[name]
+    new = {t.name: t for t in load_suite(root / "tasks.yaml", registry).tasks}[name]
     old = default[COPIES[name]]
     assert new.kind.name == "symmetry" and [s.name for s in new.grid["selectors"]] == ["random"]
     assert new.dataset.identity() == old.dataset.identity()

@@ -1,6 +1,6 @@
 """The shipped task files validate: the default suite, the smoke suite, the
-paper-reproduction suite (which needs a model hub to run, not to validate), and the
-experiments that join the default suite at the next release."""
+paper-reproduction suite (which needs a model hub to run, not to validate) and the GPU
+check."""
 
 from __future__ import annotations
 
@@ -14,15 +14,14 @@ from relbench import cli
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("path, units", [("tasks.yaml", 3246), ("tasks/quick.yaml", None), ("tasks/paper.yaml", None),
-                                         ("tasks/experiments.yaml", None), ("tasks/next-release.yaml", None),
+@pytest.mark.parametrize("path, units", [("tasks.yaml", 5012), ("tasks/quick.yaml", None), ("tasks/paper.yaml", None),
                                          ("tasks/gpu-check.yaml", None)])
 def test_task_file_dry_runs(path, units, capsys, tmp_path):
     assert cli.main(["run", str(ROOT / path), "--dry-run", "--output", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "units" in out and "to compute" in out
     if units:  # the default suite's exact plan, every unit to compute in an empty store
-        assert f"17 tasks, {units} units, {units} to compute." in out
+        assert f"50 tasks, {units} units, {units} to compute." in out
 
 
 def test_a_suite_whose_assets_are_not_here_still_dry_runs_with_its_unit_counts(capsys, tmp_path):
@@ -35,17 +34,15 @@ def test_a_suite_whose_assets_are_not_here_still_dry_runs_with_its_unit_counts(c
 
 
 def test_default_suite_has_three_seeds_and_every_task_kind():
-    """Every task kind, selector, similarity and stitcher runs in the default suite or,
-    until the next release, in tasks/experiments.yaml (whose tasks then join it)."""
+    """Every task kind, selector, similarity and stitcher runs in the default suite."""
     from relbench.config import load_suite
     from relbench.plugins import load_registry
 
     registry = load_registry()
     suite = load_suite(ROOT / "tasks.yaml", registry)
-    experiments = load_suite(ROOT / "tasks" / "experiments.yaml", registry)
-    assert all(len(t.seeds) >= 3 for t in suite.tasks + experiments.tasks)
-    assert {t.kind.name for t in suite.tasks + experiments.tasks} == set(registry.names("task_kind"))
-    used = {(s.interface, s.name) for t in suite.tasks + experiments.tasks
+    assert all(len(t.seeds) >= 3 for t in suite.tasks)
+    assert {t.kind.name for t in suite.tasks} == set(registry.names("task_kind"))
+    used = {(s.interface, s.name) for t in suite.tasks
             for axis in t.grid.values() for s in axis if s is not None}
     for interface in ("selector", "similarity", "stitcher"):
         assert {n for i, n in used if i == interface} == set(registry.names(interface)), interface
@@ -61,20 +58,6 @@ def test_paper_suite_carries_published_numbers():
     assert any(p["value"] == 0.72 for p in published)  # IRP Table 2, CIFAR-100 coarse
 
 
-def test_the_next_release_preview_is_the_default_suite_and_the_experiments_under_the_same_suite():
-    """tasks/next-release.yaml holds every task of tasks.yaml and of tasks/experiments.yaml,
-    each exactly as those files define it under the same suite settings (seeds, anchors,
-    protocol, metrics), so that its units have the identities those files give them and
-    `--reuse` of the shipped release leaves only the experiments to compute."""
-    from relbench.config import load_suite
-    from relbench.plugins import load_registry
-
-    registry = load_registry()
-    preview, default, experiments = (load_suite(ROOT / path, registry)
-                                     for path in ("tasks/next-release.yaml", "tasks.yaml", "tasks/experiments.yaml"))
-    assert preview.tasks == default.tasks + experiments.tasks
-
-
 def test_every_core_grid_stitching_task_has_its_anchor_budget_curve(registry):
     """Every stitching task of the main table's grid (all encoder pairs, the translation
     stitchers beside the relative decoder) has an anchor-budget task over the same data set,
@@ -82,13 +65,12 @@ def test_every_core_grid_stitching_task_has_its_anchor_budget_curve(registry):
     from relbench.config import load_suite
 
     default = load_suite(ROOT / "tasks.yaml", registry)
-    experiments = load_suite(ROOT / "tasks" / "experiments.yaml", registry)
 
     def same_inputs(task):
         return repr((task.dataset, task.encoders, task.num_anchors, task.protocol))
 
     core = [t for t in default.tasks if t.kind.name == "stitching" and t.kind.params.get("protocol", "all-pairs") ==
             "all-pairs" and {"irp", "relative"} <= {s.name for s in t.grid.get("stitchers", []) if s is not None}]
-    budgets = {same_inputs(t): t.name for t in experiments.tasks if t.kind.name == "anchor-budget"}
+    budgets = {same_inputs(t): t.name for t in default.tasks if t.kind.name == "anchor-budget"}
     assert len(core) == 8
     assert {t.name: budgets.get(same_inputs(t)) is not None for t in core} == {t.name: True for t in core}

@@ -19,7 +19,7 @@ from relbench_topology import AdapterControl, DeathTimes, Topological
 from relbench_topology.death_times import grouped_death_times, mst_death_times, quantile_metric
 from relbench_topology.persistence import death_times as prim_death_times
 
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "tasks" / "experiments.yaml"
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "tasks.yaml"
 
 
 def kruskal_death_times(X: np.ndarray) -> np.ndarray:
