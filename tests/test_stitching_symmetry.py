@@ -185,6 +185,34 @@ def test_a_run_gives_every_group_of_every_pair_and_a_rotation_is_explained_by_th
     assert len(re.findall(r"\| \(a\) scaled-orthogonal +\|\n", page)) == 2  # each pair's smallest group
 
 
+def test_the_index_cells_name_each_pairs_smallest_group_as_the_page_does(tmp_path):
+    rows = _run().frame()
+    cells = Symmetry().index_cells(rows, Page(tmp_path, "t"))
+    assert sorted((c["source"], c["target"], c["group"]) for c in cells) == [
+        ("a", "b", "scaled-orthogonal"), ("b", "a", "scaled-orthogonal")]
+    assert all(c["residual"] < 1e-5 for c in cells)
+    assert Symmetry().index_cells(rows.iloc[0:0], Page(tmp_path, "t")) is None
+
+
+def test_the_index_section_counts_each_groups_pairs_per_task_and_over_all_tasks():
+    def cell(group):
+        return {"selector": "random", "source": "x", "target": "y", "group": group, "residual": 0.1}
+
+    section = Symmetry.index_section({
+        "first": [cell("scaled-orthogonal"), cell("affine"), cell("affine")],
+        "second": [cell("permutation-diagonal"), cell(None)],
+        "empty": [cell(None)],
+    })
+    assert section.startswith("## Symmetry between encoders")
+    assert "Over 2 tasks and 4 ordered encoder pairs" in section
+    assert "most often (d) affine (2 of 4)" in section
+    assert "explains 1 of 4 pairs; 2 need a general affine map" in section
+    assert re.search(r"\| \[first\]\(first\.md\) +\| +3 +\| +1 +\| +0 +\| +0 +\| +2 +\|", section)
+    assert re.search(r"\| \*\*all tasks\*\* +\| +4 +\| +1 +\| +1 +\| +0 +\| +2 +\|", section)
+    assert "empty" not in section
+    assert Symmetry.index_section({"t": [cell(None)]}) is None
+
+
 def test_the_plan_has_one_unit_per_seed_selector_and_ordered_pair():
     task = make_task(Symmetry, encoders=["a", "b", "c"], seeds=[0, 1], grid={"selectors": [spec(RandomAnchors)]})
     keys = Symmetry().plan(task)

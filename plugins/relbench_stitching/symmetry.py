@@ -174,6 +174,57 @@ class Symmetry(TaskKind):
                       _accuracy_table(stats, marks)]
         return "\n".join(parts)
 
+    def index_cells(self, results: pd.DataFrame, page: Page) -> list[dict] | None:
+        """One cell per selector and ordered pair: ``selector``, ``source``, ``target``,
+        the smallest explaining ``group`` (None where no residual is finite) and its mean
+        held-out ``residual``, as the page computes them; None without results."""
+        ok = results[(results["status"] == "ok") & (results["metric"] == "residual")]
+        if ok.empty:
+            return None
+        cells = []
+        for selector, rows in ok.groupby("selector", sort=False):
+            for (source, target), g in pair_stats(rows).groupby(["source", "target"], sort=False):
+                stats = _group_stats(g)
+                group = smallest_group(stats)
+                cells.append({"selector": selector, "source": source, "target": target, "group": group,
+                              "residual": float(stats[group][0]) if group else None})
+        return cells
+
+    @classmethod
+    def index_section(cls, cells_by_task: dict[str, list[dict]]) -> str | None:
+        """The index's section *Symmetry between encoders*: per task, how many of its
+        ordered pairs each group is the smallest explaining group of, and over all tasks,
+        under three lines on what that says of the relative representation's assumption
+        (an isometry up to scale)."""
+        return symmetry_section(cells_by_task)
+
+
+def symmetry_section(cells_by_task: dict[str, list[dict]]) -> str | None:
+    """The section of :meth:`Symmetry.index_section` from the tasks' :meth:`Symmetry.index_cells`."""
+    rows, totals = [], dict.fromkeys(GROUPS, 0)
+    for task, cells in cells_by_task.items():
+        explained = [c["group"] for c in cells if c.get("group") in totals]
+        if not explained:
+            continue
+        counts = {g: explained.count(g) for g in GROUPS}
+        for g in GROUPS:
+            totals[g] += counts[g]
+        rows.append([f"[{task}]({task}.md)", len(explained)] + [counts[g] for g in GROUPS])
+    pairs = sum(totals.values())
+    if not pairs:
+        return None
+    rows.append(["**all tasks**", pairs] + [totals[g] for g in GROUPS])
+    first = max(GROUPS, key=lambda g: (totals[g], -GROUPS.index(g)))
+    isometry, beyond = totals[GROUPS[0]], totals[GROUPS[-1]]
+    lines = [f"- Over {len(rows) - 1} tasks and {pairs} ordered encoder pairs (a pair once per selector), the "
+             f"smallest group that explains a pair is most often {_named(first)} ({totals[first]} of {pairs}).",
+             f"- An isometry up to scale, what the relative representation assumes, explains {isometry} of {pairs} "
+             f"pairs; {beyond} need a general affine map.",
+             "- Explains: its held-out residual is within the 95 % interval over seeds of the best group's "
+             "(each task's page has the residuals and the stitching accuracy of every group's map)."]
+    return ("## Symmetry between encoders\n\n" + "\n".join(lines) + "\n\n"
+            + table(rows, headers=["task", "pairs"] + [_named(g) for g in GROUPS]) + "\n")
+
 
 _GROUPS_NOTE = (
     "Groups, smallest first: (a) scaled orthogonal (isometry up to scale), (b) signed permutation × diagonal, "
