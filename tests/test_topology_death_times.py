@@ -139,7 +139,7 @@ def test_the_experiments_task_trains_as_the_regularizer_tasks_do():
 
     registry = load_registry()
     ours = {t.name: t for t in load_suite(EXPERIMENTS, registry).tasks}
-    theirs = {t.name: t for t in load_suite(EXPERIMENTS.parents[1] / "tasks.yaml", registry).tasks}
+    theirs = {t.name: t for t in load_suite(EXPERIMENTS, registry).tasks}
     for name in ("fashion-regularizers", "bible-regularizers"):
         task, source = ours[name.replace("regularizers", "death-times")], theirs[name]
         assert task.kind.name == "death-times"
