@@ -175,13 +175,14 @@ class TargetDecoder:
     def diagnostics(self, omega: int | None = None) -> dict[str, Diagnostic]:
         """Per-cell diagnostics of the first ``omega`` subspaces (default all):
         ``condition_number`` (mean over the non-singular pruned anchor matrices; lower
-        is better), ``irp_singular_anchor_sets`` (how many were singular; lower is
-        better) and ``anchors_kept`` (mean anchors left after pruning; neutral, it
-        describes the pruning)."""
+        is better; left out when every one is singular, which the next count says, since
+        there is then no condition number to average), ``irp_singular_anchor_sets`` (how
+        many were singular; lower is better) and ``anchors_kept`` (mean anchors left after
+        pruning; neutral, it describes the pruning)."""
         cond, singular = condition_summary(self.conds[:omega])
         kept = self.anchors_kept()[:omega]
-        return {"condition_number": Diagnostic(cond, "lower"),
-                "irp_singular_anchor_sets": Diagnostic(float(singular), "lower"),
+        condition = {"condition_number": Diagnostic(cond, "lower")} if math.isfinite(cond) else {}
+        return {**condition, "irp_singular_anchor_sets": Diagnostic(float(singular), "lower"),
                 "anchors_kept": Diagnostic(sum(kept) / len(kept), "neutral")}
 
 
