@@ -290,7 +290,8 @@ def count_encoder(task_run, spec, text_samples: int = 128) -> EncoderCount:
     modality = data.view_modalities.get(view, "")
     k = 4 if modality == "image" else text_samples
     items = list(split.views[view][:k])
-    ctx = dataclasses.replace(task_run.encodings.context(spec, data, view), batch_size=4 if modality == "image" else 1)
+    ctx = task_run.encodings.context(spec, data, view)
+    ctx.batch_size = 4 if modality == "image" else 1
     encoder = spec.build()
     if hasattr(encoder, "backend"):
         encoder.backend = "torch"

@@ -33,10 +33,16 @@ class DeferredModule:
         self._module: ModuleType | None = None
 
     def __getattr__(self, attr: str) -> Any:
+        if attr in DeferredModule.__slots__:  # unset: an instance made without __init__ (never a recursion)
+            raise AttributeError(attr)
         module = self._module
         if module is None:
             module = self._module = importlib.import_module(self._name)
         return getattr(module, attr)
+
+    def __reduce__(self) -> tuple:
+        """Pickled and copied as the name it stands for, so a copy defers as the original."""
+        return load, (self._name,)
 
     def __repr__(self) -> str:
         state = "imported" if self._module is not None else "not imported yet"

@@ -506,6 +506,11 @@ def _encoded(ray, runner: Runner, ref: Any, need: BankNeed, readers: list[TaskRu
         return set()
     runner.stats.encoded += summary.encoded
     runner.stats.cached += summary.cached
+    if meta.get("arithmetic") != need.identity.get("arithmetic"):
+        # the worker encoded with other arithmetic than the driver planned (a bf16 task on
+        # a GPU worker, planned where no GPU is): never cache it under the planned key;
+        # the shards that read it encode their own, under the key that says how
+        return set()
     if not runner.cache.has(need.key):
         runner.cache.put(need.key, torch.from_numpy(X.copy()), meta)
     return set()

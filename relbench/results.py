@@ -42,18 +42,17 @@ from collections.abc import Collection, Iterator
 from functools import lru_cache
 from pathlib import Path
 
-from relbench import deferred
-
-pd = deferred.load("pandas")
-
 try:
     import fcntl
 except ImportError:  # not POSIX: runs on one store are not coordinated
     fcntl = None
 
+from relbench import deferred
 from relbench.errors import OutputNotWritable
 from relbench.names import inside, valid_task_name
 from relbench.result_index import LineIndex, StoredUnit, TaskLines, unit_line
+
+pd = deferred.load("pandas")
 
 #: the columns every loaded frame has (a task kind adds its own)
 COLUMNS = ["task", "kind", "dataset", "seed", "metric", "value", "direction", "status", "error"]

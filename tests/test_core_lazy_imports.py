@@ -77,3 +77,25 @@ def test_a_deferred_module_forwards_attributes_and_says_what_it_stands_for():
         assert "relbench_no_such_module" in str(exc)
     else:
         raise AssertionError("a module that does not exist must fail on first use")
+
+
+def test_a_deferred_module_pickles_and_copies_as_the_name_it_stands_for():
+    """Copying or unpickling makes an instance without ``__init__``; its first attribute
+    lookup must not recurse through the unset slots."""
+    import copy
+    import pickle
+
+    from relbench.deferred import DeferredModule, load
+
+    for deferred in (load("json"), load("json")):
+        for twin in (pickle.loads(pickle.dumps(deferred)), copy.copy(deferred), copy.deepcopy(deferred)):
+            assert isinstance(twin, DeferredModule) and twin.dumps([2]) == "[2]"
+        deferred.loads("1")  # the second round pickles an imported stand-in
+    bare = DeferredModule.__new__(DeferredModule)
+    try:
+        bare.anything
+    except AttributeError as exc:
+        assert "_module" in str(exc)
+    else:
+        raise AssertionError("an instance without its slots must raise AttributeError")
+    assert load("json").__name__ == "json"  # module dunders are forwarded

@@ -191,6 +191,32 @@ def test_a_two_node_cluster_that_loses_a_node_ends_with_the_local_store(tmp_path
     assert _rows(tmp_path / "results") == _rows(tmp_path / "local")
 
 
+def test_a_bank_encoded_with_other_arithmetic_than_planned_is_not_cached_under_the_planned_key(tmp_path):
+    """A bf16 task planned on a driver without a GPU plans fp32 banks; a GPU worker encodes
+    under bf16 autocast and says so in the metadata. Cached under the planned key, that
+    bank would feed fp32 tasks later: the driver keeps it out of its cache."""
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from relbench.cache import EmbeddingCache
+    from relbench.encoding import BankNeed
+    from relbench.run_summary import RunStats
+
+    runner = SimpleNamespace(stats=RunStats(), cache=EmbeddingCache(tmp_path))
+    identity = {"encoder": "timm", "split": "train"}
+    planned = BankNeed("cnn", "train", None, "k" * 40, identity, 3)
+    X = torch.ones(3, 2).numpy()
+
+    def answer(meta):
+        return SimpleNamespace(get=lambda ref: (X, meta, ray_executor.RunSummary("t", encoded=1)))
+
+    assert ray_executor._encoded(answer({**identity, "arithmetic": "bf16", "n": 3}), runner, None, planned, [],
+                                 Counter()) == set()
+    assert not runner.cache.has(planned.key) and runner.stats.encoded == 1
+    ray_executor._encoded(answer({**identity, "n": 3}), runner, None, planned, [], Counter())
+    assert runner.cache.has(planned.key)
+
+
 def test_executor_mistakes_are_user_errors(cli_main, write_yaml, monkeypatch, capsys):
     path = write_yaml(TASKS)
     assert cli_main(["run", str(path), "--address", "auto"]) == 2

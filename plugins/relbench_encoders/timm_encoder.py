@@ -29,8 +29,9 @@ class TimmEncoder(Encoder):
     (grey or RGB) are preprocessed a whole batch at a time by matrix products that give
     PIL's resized pixels exactly (:mod:`relbench_encoders.pil_resize`); other images go
     through the transform one by one. Inference runs batched
-    under ``torch.inference_mode`` in channels-last layout, with bf16 autocast on CUDA;
-    a CUDA out-of-memory error halves the batch and retries.
+    under ``torch.inference_mode`` in channels-last layout, under bf16 autocast only for a
+    bf16 task on CUDA (:meth:`arithmetic`); a CUDA out-of-memory error halves the batch
+    and retries.
 
     With the onnxruntime backend the net is exported once to ONNX (dynamic batch axis, the
     input resolution fixed), cached under ``<cache>/onnx/`` keyed by the weights
