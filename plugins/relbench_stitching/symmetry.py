@@ -168,8 +168,7 @@ class Symmetry(TaskKind):
         parts = [_GROUPS_NOTE]
         for selector, rows in ok.groupby("selector", sort=False):
             stats = pair_stats(rows)
-            smallest = {pair: smallest_group(_group_stats(g)) for pair, g in
-                        stats[stats["metric"] == "residual"].groupby(["source", "target"], sort=False)}
+            smallest = {pair: group for pair, (group, _) in _explained(stats).items()}
             parts += [f"### Anchors: {selector}\n", _summary(smallest), _residual_table(stats, smallest, marks),
                       _accuracy_table(stats, marks)]
         return "\n".join(parts)
@@ -181,14 +180,9 @@ class Symmetry(TaskKind):
         ok = results[(results["status"] == "ok") & (results["metric"] == "residual")]
         if ok.empty:
             return None
-        cells = []
-        for selector, rows in ok.groupby("selector", sort=False):
-            for (source, target), g in pair_stats(rows).groupby(["source", "target"], sort=False):
-                stats = _group_stats(g)
-                group = smallest_group(stats)
-                cells.append({"selector": selector, "source": source, "target": target, "group": group,
-                              "residual": float(stats[group][0]) if group else None})
-        return cells
+        return [{"selector": selector, "source": source, "target": target, "group": group, "residual": residual}
+                for selector, rows in ok.groupby("selector", sort=False)
+                for (source, target), (group, residual) in _explained(pair_stats(rows)).items()]
 
     @classmethod
     def index_section(cls, cells_by_task: dict[str, list[dict]]) -> str | None:
@@ -249,6 +243,17 @@ def pair_stats(rows: pd.DataFrame) -> pd.DataFrame:
 def _group_stats(rows: pd.DataFrame) -> dict[str, tuple[float, float, float]]:
     """Group → (mean, low, high) of one pair's rows of :func:`pair_stats`."""
     return {r["group"]: (r["mean"], r["low"], r["high"]) for _, r in rows.iterrows()}
+
+
+def _explained(stats: pd.DataFrame) -> dict[tuple, tuple[str | None, float | None]]:
+    """Per (source, target) of :func:`pair_stats` rows: the smallest explaining group and
+    its mean held-out residual (None, None where no residual is finite)."""
+    out = {}
+    for pair, g in stats[stats["metric"] == "residual"].groupby(["source", "target"], sort=False):
+        residuals = _group_stats(g)
+        group = smallest_group(residuals)
+        out[pair] = (group, float(residuals[group][0]) if group else None)
+    return out
 
 
 def smallest_group(residuals: dict[str, tuple[float, float, float]]) -> str | None:
