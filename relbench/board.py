@@ -8,7 +8,12 @@ column and filterable by modality, kind, metric and each method column. ``<task>
 holds the task's cells and, where its kind declares
 :attr:`~relbench.interfaces.TaskKind.matrix_axes`, one matrix per combination
 (:meth:`~relbench.interfaces.TaskKind.matrix_cells`) whose cells say their score,
-95 % interval and seeds on hover. Each page embeds its data as JSON in a
+95 % interval and seeds on hover; beside it, the matrices of the tasks its kind reads
+as companions (:meth:`~relbench.interfaces.TaskKind.companion_tasks`: a similarity
+task's stitching task); and where its kind declares
+:attr:`~relbench.interfaces.TaskKind.curve_axis`, its curves
+(:meth:`~relbench.interfaces.TaskKind.curve_cells`: score and interval band over that
+axis, one line per series). Each page embeds its data as JSON in a
 ``<script type="application/json">`` block; ``board.js`` draws it with text nodes only
 (never markup), ``board.css`` styles it.
 
@@ -45,11 +50,13 @@ pd = deferred.load("pandas")
 ASSETS = ("board.js", "board.css")
 #: the views of the main page and of a task's page, drawn in this order by board.js
 INDEX_VIEWS = ("filters", "table")
-TASK_VIEWS = ("filters", "table", "matrix")
+TASK_VIEWS = ("filters", "table", "matrix", "companions", "curves")
 #: the columns of the main table every task has (the modality follows the kind)
 LEADING = ("task", "kind", "modality")
 #: the columns the board leaves out of its tables (provenance, not a cell's value)
 HIDDEN = ("revision",)
+#: the keys of a matrix or curve cell that are its numbers, not what names its series
+NUMBERS = ("score", "low", "high", "n", "tie_group", "direction")
 #: the mark of a page the board wrote (a page without it in the folder is someone else's)
 GENERATOR = '<meta name="generator" content="relbench board">'
 #: the modality of a task whose data set could not be described here
@@ -61,8 +68,10 @@ class TaskBoard:
     """What the board shows of one task: its name, kind, data modality (the view
     modalities its data set declares, ``+``-joined), its summary rows
     (:func:`relbench.summary.task_summary`, None where its kind gives none), the kind's
-    method columns, and its matrix (:meth:`TaskKind.matrix_cells` with the two
-    :attr:`~TaskKind.matrix_axes`; no cells: no matrix)."""
+    method columns, its matrix (:meth:`TaskKind.matrix_cells` with the two
+    :attr:`~TaskKind.matrix_axes`; no cells: no matrix), the names of its companion
+    tasks (:meth:`TaskKind.companion_tasks`) and its curves
+    (:meth:`TaskKind.curve_cells` over :attr:`~TaskKind.curve_axis`; none: no curves)."""
 
     task: str
     kind: str
@@ -71,20 +80,25 @@ class TaskBoard:
     methods: list[str] = field(default_factory=list)
     axes: tuple[str, ...] = ()
     matrix: list[dict[str, Any]] | None = None
+    companions: tuple[str, ...] = ()
+    curve_axis: str = ""
+    curves: list[dict[str, Any]] | None = None
 
 
 def task_board(task: Task, rows: pd.DataFrame, modality: str) -> TaskBoard:
     """The board's view of one task from the rows its page is drawn from: its summary
     (:func:`~relbench.summary.task_summary`) and, where its kind declares matrix axes,
-    its matrix cells, computed with the page's metric plugins (figures a kind might
-    draw go to a temporary folder, removed)."""
+    its matrix cells, and where it declares a curve axis its curve cells, computed with
+    the page's metric plugins (figures a kind might draw go to a temporary folder, removed)."""
     kind = task.kind.build()
-    matrix = None
-    if kind.matrix_axes and not rows.empty:
+    matrix = curves = None
+    if (kind.matrix_axes or kind.curve_axis) and not rows.empty:
         with tempfile.TemporaryDirectory(prefix="relbench-board-") as root:
-            matrix = kind.matrix_cells(rows, task_page(Path(root), task))
+            page = task_page(Path(root), task)
+            matrix = kind.matrix_cells(rows, page) if kind.matrix_axes else None
+            curves = kind.curve_cells(rows, page) if kind.curve_axis else None
     return TaskBoard(task.name, kind.name, modality, task_summary(task, rows), method_columns(kind),
-                     tuple(kind.matrix_axes), matrix)
+                     tuple(kind.matrix_axes), matrix, tuple(kind.companion_tasks()), kind.curve_axis, curves)
 
 
 def data_modality(dataset: Callable[[], DatasetData]) -> str:
@@ -147,6 +161,20 @@ def columns_of(rows: list[dict[str, Any]]) -> list[str]:
     return [key for key in seen if key not in HIDDEN]
 
 
+def labels_of(cells: list[dict[str, Any]] | None, axes: tuple[str, ...] | list[str]) -> list[str]:
+    """The keys that name a matrix's or curve's series: every key of its cells but the
+    axes and :data:`NUMBERS`, in first-seen order (stitching: the method columns and
+    ``metric``)."""
+    keys = dict.fromkeys(key for cell in cells or [] for key in cell)
+    return [key for key in keys if key not in (*axes, *NUMBERS)]
+
+
+def matrix_data(board: TaskBoard) -> dict[str, Any]:
+    """A board's matrix as a page embeds it: its task, axes, series keys and cells."""
+    return {"task": board.task, "axes": list(board.axes), "labels": labels_of(board.matrix, board.axes),
+            "cells": [{k: plain(v) for k, v in c.items()} for c in board.matrix or []]}
+
+
 def index_data(boards: list[TaskBoard]) -> dict[str, Any]:
     """The main page's data: its rows (every task's), columns, filters and each task's page."""
     rows = [row for board in boards for row in rows_of(board)]
@@ -156,13 +184,19 @@ def index_data(boards: list[TaskBoard]) -> dict[str, Any]:
             "pages": {board.task: page_name(board.task) for board in boards}}
 
 
-def task_data(board: TaskBoard) -> dict[str, Any]:
-    """A task's page data: its rows as in the main table, and its matrix with its axes."""
+def task_data(board: TaskBoard, companions: list[TaskBoard] = ()) -> dict[str, Any]:
+    """A task's page data: its rows as in the main table, its matrix with its axes, the
+    matrices of its companion tasks (``companions``: their boards, those with a matrix
+    shown) and its curves."""
     rows = rows_of(board)
+    shown = [c for c in companions if c.matrix]
     return {"title": board.task, "kind": board.kind, "modality": board.modality, "views": list(TASK_VIEWS),
             "columns": columns_of(rows), "numeric": numeric(rows), "filters": ["metric", *board.methods],
-            "rows": rows, "pages": {board.task: page_name(board.task)}, "methods": board.methods,
-            "axes": list(board.axes), "matrix": [{k: plain(v) for k, v in c.items()} for c in board.matrix or []]}
+            "rows": rows, "pages": {board.task: page_name(board.task), **{c.task: page_name(c.task) for c in shown}},
+            "methods": board.methods, "matrix": matrix_data(board),
+            "companions": [matrix_data(c) for c in shown],
+            "curves": {"axis": board.curve_axis, "labels": labels_of(board.curves, [board.curve_axis]),
+                       "cells": [{k: plain(v) for k, v in c.items()} for c in board.curves or []]}}
 
 
 def numeric(rows: list[dict[str, Any]]) -> list[str]:
@@ -203,9 +237,11 @@ def write(folder: Path, boards: list[TaskBoard]) -> list[Path]:
     _remove_stale(folder, {page_name(board.task) for board in boards})
     written = [folder / "index.html"]
     atomic_write_bytes(written[0], document(index_data(boards), home=True).encode())
+    by_task = {board.task: board for board in boards}
     for board in boards:
         path = inside(folder, board.task, ".html")
-        atomic_write_bytes(path, document(task_data(board), home=False).encode())
+        companions = [by_task[name] for name in board.companions if name in by_task]
+        atomic_write_bytes(path, document(task_data(board, companions), home=False).encode())
         written.append(path)
     for asset in ASSETS:
         shutil.copyfile(Path(__file__).with_name(asset), folder / asset)

@@ -1019,6 +1019,9 @@ class TaskKind(Plugin, ABC):
     #: (stitching: ``("source", "target")``); empty: no matrix, the board shows the
     #: task's summary cells only
     matrix_axes: ClassVar[tuple[str, ...]] = ()
+    #: the column of :meth:`curve_cells` that the board draws its curves over (the
+    #: anchor budget: ``"num_anchors"``); empty: no curves
+    curve_axis: ClassVar[str] = ""
 
     def validate(self, task: Task) -> None:
         """Check the task against this protocol before any work starts; raise
@@ -1088,7 +1091,10 @@ class TaskKind(Plugin, ABC):
     def summary_cells(self, results: pd.DataFrame, page: Page) -> list[dict[str, Any]] | None:
         """The cells of the task's page as rows of ``relbench export --summary``
         (:mod:`relbench.summary`), computed as the page computes them, or None (the kind
-        gives no summary; the default). Each cell is a dict with the kind's method
+        gives no summary). Default: every measured cell of :attr:`columns` and metric,
+        the mean over seeds with its interval over seeds and ``measure`` "mean over
+        seeds" (:func:`relbench.cell_means.seed_mean_cells`); a kind whose page ranks or
+        aggregates otherwise overrides it. Each cell is a dict with the kind's method
         columns (:func:`relbench.summary.method_columns`: the interfaces of its
         :attr:`axes` that are also :attr:`columns`, each the plugin label, None where the
         combination has no plugin there), ``metric``, ``score``, ``low`` and ``high``
@@ -1098,7 +1104,9 @@ class TaskKind(Plugin, ABC):
         page ranks no such cell); it may add typed keys of its own (stitching: which
         score of the combination, ``measure``). Called with the rows and ``page`` that
         :meth:`page` receives, without drawing the page."""
-        return None
+        from relbench.cell_means import seed_mean_cells
+
+        return seed_mean_cells(results, self.columns)
 
     def matrix_cells(self, results: pd.DataFrame, page: Page) -> list[dict[str, Any]] | None:
         """The cells of the task's matrices on the interactive board (:mod:`relbench.board`),
@@ -1107,7 +1115,22 @@ class TaskKind(Plugin, ABC):
         ``score``, ``low`` and ``high`` (its 95 % interval, None where none is computed)
         and ``n`` (the seeds the score is a mean over); None (the default) where the kind
         declares no :attr:`matrix_axes`. Called with the rows and ``page`` that
-        :meth:`page` receives, without drawing the page."""
+        :meth:`page` receives, without drawing the page. Default where it declares them:
+        every measured cell of :attr:`columns` and metric, the mean over seeds with its
+        interval over seeds (:func:`relbench.cell_means.seed_mean_cells`)."""
+        if not self.matrix_axes:
+            return None
+        from relbench.cell_means import seed_mean_cells
+
+        return seed_mean_cells(results, self.columns, summary=False)
+
+    def curve_cells(self, results: pd.DataFrame, page: Page) -> list[dict[str, Any]] | None:
+        """The points of the task's curves on the interactive board: one per series and
+        value of :attr:`curve_axis`, each a dict with the keys that name its series (the
+        method columns, ``metric``, a ``measure``), the :attr:`curve_axis` column, and
+        ``score``, ``low``, ``high`` (95 % interval, None where none) and ``n`` (seeds).
+        A point at 0 on the axis is a reference drawn as a level line. None (the
+        default) where the kind declares no :attr:`curve_axis`."""
         return None
 
     @classmethod

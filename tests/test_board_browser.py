@@ -179,3 +179,55 @@ def test_numbers_sort_as_numbers_and_missing_values_last(browser, tmp_path):
     assert [r["score"][1] for r in browser.execute_script(READ)] == [9.5, 10.25, 100.0, None]  # not 10.25, 100, 9.5
     browser.find_element("css selector", '#cells th[data-column="stitcher"]').click()
     assert [r["stitcher"][0] for r in browser.execute_script(READ)] == ["w", "x", "y", "z"]
+
+
+def test_curves_draw_a_point_per_budget_with_its_interval_and_the_reference_as_a_level_line(browser, tmp_path):
+    from relbench import board
+
+    points = [{"selector": sel, "metric": "acc", "measure": "stitched", "num_anchors": k, "score": s,
+               "low": s - 0.02, "high": s + 0.03, "n": 5}
+              for sel, curve in (("random", ((8, 0.41), (16, 0.6), (32, 0.7))), ("fps", ((8, 0.5), (16, 0.65))))
+              for k, s in curve]
+    points.append({"selector": None, "metric": "acc", "measure": "own", "num_anchors": 0, "score": 0.9,
+                   "low": 0.88, "high": 0.92, "n": 5})
+    points.append({"selector": "random", "metric": "f1", "measure": "stitched", "num_anchors": 8, "score": 0.3,
+                   "low": None, "high": None, "n": 5})
+    board.write(tmp_path, [board.TaskBoard("budget", "anchor-budget", "image", None, ["selector"],
+                                           curve_axis="num_anchors", curves=points)])
+    browser.get((tmp_path / "budget.html").as_uri())
+    dots = browser.find_elements("css selector", "#curves circle")
+    assert sorted((json.loads(d.get_attribute("data-x")), json.loads(d.get_attribute("data-score"))) for d in dots) \
+        == sorted((p["num_anchors"], p["score"]) for p in points[:5])  # the first metric's points
+    first = browser.find_element("css selector", '#curves g[data-series="random · stitched"] circle title')
+    assert first.get_attribute("textContent") == "random · stitched, num_anchors 8: 0.410, 95 % interval [0.390, " \
+                                                 "0.440], n 5"
+    level = browser.find_element("css selector", '#curves g[data-series="own"] line')
+    assert json.loads(level.get_attribute("data-score")) == 0.9
+    assert len(browser.find_elements("css selector", "#curves polygon")) == 2  # a band per curve with intervals
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find_element("css selector", 'select[data-curve="metric"]')).select_by_value("f1")
+    assert [json.loads(d.get_attribute("data-score")) for d in browser.find_elements("css selector", "#curves circle")] \
+        == [0.3]
+
+
+def test_a_companion_s_matrix_is_drawn_beside_the_task_s_own_and_links_its_page(browser, tmp_path):
+    from relbench import board
+
+    def cell(source, target, score, **names):
+        return {**names, "source": source, "target": target, "score": score, "low": score, "high": score, "n": 3}
+
+    similarity = board.TaskBoard("sim", "space-similarity", "image", None, [], ("source", "target"),
+                                 [cell("a", "b", 0.9, metric="cka"), cell("b", "a", 0.8, metric="cka")],
+                                 companions=("st",))
+    stitching = board.TaskBoard("st", "stitching", "image", None, ["stitcher"], ("source", "target"),
+                                [cell("a", "b", 0.5, stitcher="rel", metric="acc"),
+                                 cell("b", "a", 0.25, stitcher="rel", metric="acc")])
+    board.write(tmp_path, [similarity, stitching])
+    browser.get((tmp_path / "sim.html").as_uri())
+    own = browser.find_elements("css selector", "#matrix td[data-score]")
+    beside = browser.find_elements("css selector", "#companion-0 td[data-score]")
+    assert sorted(json.loads(c.get_attribute("data-score")) for c in own) == [0.8, 0.9]
+    assert sorted(json.loads(c.get_attribute("data-score")) for c in beside) == [0.25, 0.5]
+    link = browser.find_element("css selector", "#companion-0 h2 a")
+    assert link.text == "st" and link.get_attribute("href").endswith("/st.html")

@@ -84,8 +84,9 @@ def test_the_main_table_embeds_exactly_the_summary_export_s_rows(site):
 def test_a_task_page_holds_one_matrix_cell_per_combination_and_pair_with_interval_and_seeds(site):
     _, summary, folder = site
     data = embedded(folder / "blobs.html")
-    assert data["axes"] == ["source", "target"] and data["views"] == list(board.TASK_VIEWS)
-    cells = pd.DataFrame(data["matrix"])
+    assert data["matrix"]["axes"] == ["source", "target"] and data["views"] == list(board.TASK_VIEWS)
+    assert data["matrix"]["labels"] == ["selector", "similarity", "stitcher", "regularizer", "metric"]
+    cells = pd.DataFrame(data["matrix"]["cells"])
     assert set(cells["stitcher"]) == {"rel", "abs"} and set(cells["metric"]) == {"accuracy"}
     assert len(cells) == 2 * 3 * 3 and (cells["n"] == 2).all()
     assert ((cells["low"] <= cells["score"] + 1e-9) & (cells["score"] <= cells["high"] + 1e-9)).all()
@@ -155,7 +156,8 @@ def test_the_board_from_the_release_table_equals_the_board_from_the_store(site, 
     assert cli_main(["leaderboard", str(path), "--html", str(tmp_path / "r"), "--release", str(release)]) == 0
     for page in ("index.html", "blobs.html"):
         assert _close(embedded(tmp_path / "r" / page)["rows"], embedded(folder / page)["rows"])
-    assert _close(embedded(tmp_path / "r" / "blobs.html")["matrix"], embedded(folder / "blobs.html")["matrix"])
+    mine, theirs = (embedded(f / "blobs.html")["matrix"]["cells"] for f in (tmp_path / "r", folder))
+    assert _close(mine, theirs)
 
 
 def test_release_without_html_is_refused(site, cli_main, capsys):
@@ -186,3 +188,36 @@ def test_publish_ships_the_board_in_the_release_folder(cli_main, write_yaml, mon
     assert [r["task"] for r in rows] == [e["task"] for e in expected]
     assert _close([{k: v for k, v in r.items() if k != "modality"} for r in rows],
                   [{k: None if v is None or v != v else v for k, v in e.items()} for e in expected])
+
+
+def _cell(source, target, score, **names):
+    return {**names, "source": source, "target": target, "score": score, "low": score - 0.1, "high": score + 0.1,
+            "n": 3}
+
+
+def test_a_task_page_shows_its_companion_s_matrix_beside_its_own_and_links_it(tmp_path):
+    """A similarity task's page carries its stitching task's matrix (the companion its kind
+    names), with that task's page linked; a companion not on the board is left out."""
+    similarity = TaskBoard("sim", "space-similarity", "image", None, [], ("source", "target"),
+                           [_cell("a", "b", 0.9, metric="cka"), _cell("b", "a", 0.9, metric="cka")],
+                           companions=("st", "gone"))
+    stitching = TaskBoard("st", "stitching", "image", None, ["stitcher"], ("source", "target"),
+                          [_cell("a", "b", 0.5, stitcher="rel", metric="acc")])
+    board.write(tmp_path, [similarity, stitching])
+    data = embedded(tmp_path / "sim.html")
+    assert data["matrix"]["labels"] == ["metric"] and len(data["matrix"]["cells"]) == 2
+    (companion,) = data["companions"]
+    assert companion["task"] == "st" and companion["labels"] == ["stitcher", "metric"]
+    assert companion["cells"] == stitching.matrix and data["pages"]["st"] == "st.html"
+    assert embedded(tmp_path / "st.html")["companions"] == []
+
+
+def test_curves_carry_their_axis_and_the_keys_naming_each_series(tmp_path):
+    points = [{"selector": "random", "metric": "acc", "measure": m, "num_anchors": k, "score": s, "low": s - 0.05,
+               "high": s + 0.05, "n": 5} for m, k, s in (("stitched", 8, 0.4), ("stitched", 16, 0.6), ("own", 0, 0.9))]
+    curved = TaskBoard("budget", "anchor-budget", "image", None, ["selector"], curve_axis="num_anchors",
+                       curves=points)
+    board.write(tmp_path, [curved])
+    data = embedded(tmp_path / "budget.html")
+    assert data["curves"] == {"axis": "num_anchors", "labels": ["selector", "metric", "measure"], "cells": points}
+    assert data["matrix"]["cells"] == [] and "curves" in data["views"]

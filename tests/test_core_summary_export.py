@@ -162,9 +162,15 @@ class _Declared(TaskKind):
         return ""
 
 
-def test_method_columns_are_the_axes_that_are_columns_and_kinds_give_no_summary_by_default():
+def test_method_columns_are_the_axes_that_are_columns_and_kinds_give_seed_means_by_default():
     assert method_columns(_Declared) == ["selector"]
-    assert _Declared().summary_cells(pd.DataFrame(), None) is None
+    assert _Declared().summary_cells(pd.DataFrame(), None) is None  # no rows, no cells
+    rows = pd.DataFrame({"selector": ["r", "r", "r", "r", "f", "f"], "source": ["a"] * 6,
+                         "seed": [0, 0, 1, 2, 0, 1], "metric": ["acc"] * 6, "value": [0.2, 0.4, 0.5, float("nan"), 1, 2],
+                         "direction": ["higher"] * 6, "status": ["ok"] * 5 + ["failed"]})
+    cells = _Declared().summary_cells(rows, None)
+    assert [(c["selector"], c["score"], c["n"]) for c in cells] == [("r", pytest.approx(0.4), 2), ("f", 1.0, 1)]
+    assert cells[0]["measure"] == "mean over seeds" and cells[0]["direction"] == "higher"
 
 
 def test_a_cell_s_revisions_are_those_of_its_combination_and_metric():

@@ -105,3 +105,19 @@ def test_spearman_over_pairs_uses_only_shared_pairs():
     out = spearman_over_pairs(pair_frame({("a", "b"): 1.0, ("b", "a"): 2.0}, "value"),
                               pair_frame({("a", "b"): 1.0, ("c", "a"): 5.0}, "score"))
     assert out["pairs"] == 1 and np.isnan(out["low"])
+
+
+def test_the_board_draws_each_measure_s_matrix_of_seed_means(tmp_path):
+    df = run_task(tmp_path, [LinearCKA, ProcrustesDistance])
+    kind = SpaceSimilarity()
+    assert kind.matrix_axes == ("source", "target")
+    cells = kind.matrix_cells(df, Page(tmp_path, "t"))
+    assert len(cells) == 2 * 6  # two measures × six ordered pairs, no diagonal
+    for cell in cells:
+        mine = df[(df["metric"] == cell["metric"]) & (df["source"] == cell["source"])
+                  & (df["target"] == cell["target"])]
+        assert cell["measure"] == cell["metric"] and cell["n"] == 2
+        assert cell["score"] == pytest.approx(mine.groupby("seed")["value"].mean().mean())
+        assert cell["low"] <= cell["score"] <= cell["high"]
+    ab = next(c for c in cells if (c["metric"], c["source"], c["target"]) == ("linear-cka", "a", "b"))
+    assert ab["score"] == pytest.approx(1.0)  # a rotation

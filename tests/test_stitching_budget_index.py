@@ -175,3 +175,14 @@ def test_summary_cells_score_every_budget_of_every_combination_once():
     means = {(c["selector"], c["num_anchors"]): c["score"] for c in cells if c["measure"] == "stitched"}
     assert means[("random", 16)] == pytest.approx(np.mean([0.60 + 0.01 * s for s in SEEDS]))
     assert AnchorBudget().matrix_cells(_rows("large"), None) is None and not AnchorBudget.matrix_axes
+
+
+def test_the_board_s_curves_are_the_summary_s_scores_per_budget_without_the_95_percent_budgets():
+    rows = _rows("large")
+    curves = AnchorBudget().curve_cells(rows, None)
+    assert AnchorBudget.curve_axis == "num_anchors"
+    scores = [c for c in summary_cells(measure(rows)) if c["measure"] != BUDGET_MEASURE]
+    assert [(c["selector"], c["measure"], c["num_anchors"], c["score"], c["low"], c["high"], c["n"]) for c in curves] \
+        == [(c["selector"], c["measure"], c["num_anchors"], c["score"], c["low"], c["high"], c["n"]) for c in scores]
+    assert all("anchors_used" not in c and "tie_group" not in c for c in curves)
+    assert [c["num_anchors"] for c in curves if c["measure"] == "own"] == [0]  # the reference: a level line

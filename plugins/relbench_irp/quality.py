@@ -67,6 +67,8 @@ class TranslationQuality(TaskKind):
 
     name: ClassVar[str] = "translation-quality"
     columns: ClassVar[tuple[str, ...]] = ("selector", "target", "source", "omega", "delta")
+    #: the board draws each (ω, δ) and metric's source × target matrix
+    matrix_axes: ClassVar[tuple[str, ...]] = ("source", "target")
     paired_on: ClassVar[tuple[str, ...]] = ("target", "source")  # claims pair their sides on these
     axes: ClassVar[dict[str, Axis]] = {"selectors": Axis("selector")}
     omegas: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])

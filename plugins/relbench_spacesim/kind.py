@@ -74,6 +74,8 @@ class SpaceSimilarity(TaskKind):
     name: ClassVar[str] = "space-similarity"
     columns: ClassVar[tuple[str, ...]] = ("measure", "source", "target")
     paired_on: ClassVar[tuple[str, ...]] = ("source", "target")
+    #: the board draws each measure's source × target matrix, beside the stitching task's
+    matrix_axes: ClassVar[tuple[str, ...]] = ("source", "target")
     axes: ClassVar[dict[str, Axis]] = {"measures": Axis("space_measure")}
     max_samples: int = 2000
     stitching_task: str = ""

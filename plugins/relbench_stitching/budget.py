@@ -74,7 +74,8 @@ class AnchorBudget(TaskKind):
 
     It declares no :attr:`matrix_axes` (so no :meth:`matrix_cells`): the board's matrix
     is one per combination over two of its cell columns, and a budget × method table is
-    not that (source × target would hold one cell per budget).
+    not that (source × target would hold one cell per budget). It declares
+    :attr:`curve_axis` instead: the board draws each method's score over the budgets.
     """
 
     name: ClassVar[str] = "anchor-budget"
@@ -85,6 +86,7 @@ class AnchorBudget(TaskKind):
     row_fields: ClassVar[dict[str, type]] = {**Stitching.row_fields, "anchors_used": int}
     holds_out_sources: ClassVar[bool] = True
     axes: ClassVar[dict[str, Axis]] = Stitching.axes
+    curve_axis: ClassVar[str] = "num_anchors"
     budgets: list[int] = field(default_factory=list)
     protocol: Literal["all-pairs", "held-out"] = "all-pairs"
     held_out: list[str] = field(default_factory=list)
@@ -146,6 +148,16 @@ class AnchorBudget(TaskKind):
         method's 95 % budget with its interval (:func:`relbench_stitching.budget_index.summary_cells`)."""
         measured = self._measured(results)
         return budget_index.summary_cells(measured) if measured else None
+
+    def curve_cells(self, results: pd.DataFrame, page: Page) -> list[dict] | None:
+        """The page's curve table as the board's curves: the summary's scores per
+        combination and budget (a reference without anchors at 0), not the 95 % budgets."""
+        measured = self._measured(results)
+        if not measured:
+            return None
+        return [{k: v for k, v in cell.items() if k not in ("tie_group", "anchors_used")}
+                for cell in budget_index.summary_cells(measured)
+                if cell["measure"] != budget_index.BUDGET_MEASURE] or None
 
     def _measured(self, results: pd.DataFrame) -> budget_page.Measured | None:
         """The numbers :meth:`page` computed for ``results``, or computed now for other rows."""

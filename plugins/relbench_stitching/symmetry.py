@@ -79,6 +79,8 @@ class Symmetry(TaskKind):
 
     name: ClassVar[str] = "symmetry"
     columns: ClassVar[tuple[str, ...]] = ("selector", "source", "target", "group")
+    #: the board draws each group's and metric's source × target matrix
+    matrix_axes: ClassVar[tuple[str, ...]] = ("source", "target")
     paired_on: ClassVar[tuple[str, ...]] = ("source", "target")  # claims pair their sides on these
     axes: ClassVar[dict[str, Axis]] = {"selectors": Axis("selector")}
     iterations: int = 25
