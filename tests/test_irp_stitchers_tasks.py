@@ -218,7 +218,7 @@ def test_translation_quality_grid_and_page(tmp_path):
     check_directions(df, {"reconstruction_cosine": "higher", "absolute_cosine": "higher",
                           "validation_reconstruction_cosine": "higher",
                           "condition_number": "lower", "irp_singular_anchor_sets": "lower",
-                          "anchors_kept": "neutral"})
+                          "anchors_kept": "neutral", "translated_accuracy": "higher"})
     cos = df[df["metric"] == "reconstruction_cosine"]
     assert len(cos) == 3 * 3 * 2 * 2  # sources × targets × ω × δ
     assert len(cos.drop_duplicates(["source", "target", "omega", "delta"])) == len(cos)
@@ -242,6 +242,44 @@ def test_translation_quality_grid_and_page(tmp_path):
     assert "ω = 4, δ = 0.3: 8 of 12" in page  # 2 of 3 targets × 4 subspaces singular
     assert "[95 % interval over seeds]" in page and " ± " not in page
     assert (tmp_path / "figures" / "t" / "omega_delta_random.png").stat().st_size > 1000
+    assert "accuracy of the target's head on the translated embeddings" in page and "report 0.7." in page
+
+
+def test_translated_accuracy_is_the_target_heads_accuracy_on_the_decoded_test_embeddings(tmp_path):
+    """Figure 6 (right), recomputed slowly for one cell: the target's reference head, trained
+    on its fit part as the absolute stitcher trains it, applied to IRP's decoding of the
+    source's test rows (the unit's own sample subset), scored against the labels."""
+    from relbench.training import fit_reference_head, head_settings, predict_logits
+    from relbench_irp.quality import sample_ids
+    from relbench_irp.translate import TargetDecoder, centre_normalise
+
+    run = double(TranslationQuality, tmp_path, omegas=[2], deltas=[0.6], max_samples=150)
+    run.run()
+    df = run.frame()
+    accuracy = df[df["metric"] == "translated_accuracy"]
+    assert len(accuracy) == 3 * 3 and accuracy["value"].between(0, 1).all()
+    source, target, seed = "pixels", "rotated", 0
+    train, test = run.banks("train", seed), run.banks("test", seed)
+    anchors = run.anchors(seed, run.task.grid["selectors"][0])
+    head = fit_reference_head(train[target].X, train[target].labels, head_settings("image", None, None, 256, 32),
+                              num_classes=10, seed=seed, evaluation="inductive")
+    ids = sample_ids(test[target].ids, 150, seed)
+    dec = TargetDecoder.build(run.realise(anchors, target), omega=2, delta=0.6, seed=seed, pinv="plain",
+                              ridge_alpha=0.01, scale=None)
+    centre, maps = dec.maps(run.realise(anchors, source))
+    Y = dec.decode(centre_normalise(test[source].rows(ids), centre), sum(maps) / 2, False)
+    labels = torch.stack([test[target].labels[test[target].ids.index(i)] for i in ids])
+    expected = float((predict_logits(head, Y).argmax(dim=1) == labels).float().mean())
+    mine = accuracy[(accuracy["source"] == source) & (accuracy["target"] == target)]["value"]
+    assert float(mine.iloc[0]) == pytest.approx(expected, abs=1e-6)
+    own = accuracy[(accuracy["source"] == target) & (accuracy["target"] == target)]["value"]
+    assert float(own.iloc[0]) > 0.5  # a space translated into itself keeps its head's accuracy
+
+
+def test_without_labels_or_with_accuracy_off_no_accuracy_is_scored(tmp_path):
+    run = double(TranslationQuality, tmp_path, omegas=[1], deltas=[0.6], max_samples=100, accuracy=False)
+    run.run()
+    assert "translated_accuracy" not in set(run.frame()["metric"])
 
 
 def test_translation_quality_needs_a_selector():

@@ -10,6 +10,7 @@ import numpy as np
 from relbench.api import deferred_import
 from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions, fmt,
                           fmt_interval, listing, lower_is_better, seed_interval, seeded_generator, table)
+from relbench.training import fit_reference_head, head_key, head_settings, predict_logits, validate_head_params
 from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise
 
 pd = deferred_import("pandas")
@@ -17,6 +18,8 @@ torch = deferred_import("torch")
 
 #: the metrics drawn as ω × δ heatmaps
 METRICS = ("reconstruction_cosine", "condition_number", "anchors_kept")
+#: the accuracy of the target's own head on the translated test embeddings (Figure 6, right)
+ACCURACY = "translated_accuracy"
 SINGULAR = "irp_singular_anchor_sets"
 #: the prefix of metrics measured on the validation part (where the best (ω, δ) is chosen)
 VALIDATION = "validation_"
@@ -48,8 +51,12 @@ class TranslationQuality(TaskKind):
     ``irp_singular_anchor_sets`` ↓ (how many were singular; the page reports them)
     and ``anchors_kept`` (mean over the ω subspaces; neutral). Rows per source (no ω,
     δ): ``absolute_cosine`` ↑ (untranslated source vs target, when widths agree: the
-    paper's Table 1 "absolute" column). The page shows Figure-3-style heatmaps and
-    tables.
+    paper's Table 1 "absolute" column). With ``accuracy`` and a labelled data set, also
+    ``translated_accuracy`` ↑ per (source, ω, δ): the target's reference head (trained on
+    the target's fit part, as the ``absolute`` stitcher trains it) applied to the
+    translated test embeddings, the paper's Figure 6 (right). The page shows
+    Figure-3-style heatmaps and tables, and the correlations of Figure 6 over the (ω, δ)
+    cells: reconstruction ↔ accuracy and condition number ↔ anchors kept.
 
     Parameters:
         omegas: numbers of subspaces ω to evaluate. Default [1, 2, 4, 8, 16] (our grid
@@ -63,6 +70,12 @@ class TranslationQuality(TaskKind):
         completion: apply anchor completion (§3.3). Default False.
         max_samples: test samples evaluated per cell (seeded subset; 0 = all). Default
             1000 (our choice, for CPU time).
+        accuracy: also score the target's head on the translated embeddings (needs
+            labels). Default True.
+        epochs, lr: that head's training epochs and Adam learning rate; None = the
+            modality's reference default. Default None.
+        hidden, batch_size: its hidden width and batch size. Default 256 and 32 (the
+            ``absolute`` stitcher's).
     """
 
     name: ClassVar[str] = "translation-quality"
@@ -78,6 +91,11 @@ class TranslationQuality(TaskKind):
     mean_norm: Literal["anchors", "train"] = "anchors"
     completion: bool = False
     max_samples: int = 1000
+    accuracy: bool = True
+    epochs: int | None = None
+    lr: float | None = None
+    hidden: int = 256
+    batch_size: int = 32
 
     def __post_init__(self) -> None:
         if not self.omegas or any(o < 1 for o in self.omegas):
@@ -86,6 +104,7 @@ class TranslationQuality(TaskKind):
             raise ValueError(f"translation-quality: deltas must be a non-empty list in [0, 1], got {self.deltas}")
         if self.ridge_alpha <= 0 or self.max_samples < 0:
             raise ValueError("translation-quality: ridge_alpha must be positive and max_samples ≥ 0")
+        validate_head_params(self.epochs, self.lr, self.hidden, self.batch_size)
 
     def validate(self, task: Task) -> None:
         """The grid names at least one anchor selector (every unit is one selector's)."""
@@ -123,6 +142,13 @@ class TranslationQuality(TaskKind):
         the reconstruction cosine, under the prefixed metric name."""
         ids = sample_ids(test[target].ids, self.max_samples, seed)
         truth = test[target].rows(ids)
+        head = None if prefix else self._head(run, train[target], target, seed)
+        classes = None  # the test subset's labels, where the target's head is scored
+        if head is not None and test[target].labels is not None:
+            position = {sid: i for i, sid in enumerate(test[target].ids)}
+            classes = test[target].labels[torch.tensor([position[i] for i in ids])].to(truth.device)
+        else:
+            head = None
         At = run.realise(anchors, target)
         scale = None
         if self.mean_norm == "train":
@@ -144,10 +170,25 @@ class TranslationQuality(TaskKind):
                     cell = {"source": source, "omega": omega, "delta": delta}
                     rows.append(ResultRow(metric=prefix + "reconstruction_cosine", direction="higher", cell=cell,
                                           value=float(torch.nn.functional.cosine_similarity(Y, truth, dim=1).mean())))
+                    if head is not None:
+                        predicted = predict_logits(head, Y).argmax(dim=1)
+                        rows.append(ResultRow(metric=ACCURACY, direction="higher", cell=cell,
+                                              value=float((predicted == classes).float().mean())))
                     if not prefix:
                         rows += [ResultRow(metric=name, value=d.value, direction=d.direction, cell=cell)
                                  for name, d in dec.diagnostics(omega).items()]
         return rows
+
+    def _head(self, run: TaskRunAPI, bank, target: str, seed: int):
+        """The target's reference head on its fit part (None without ``accuracy`` or
+        labels), once per (seed, target) through the seed's shared memo."""
+        if not self.accuracy or bank.labels is None:
+            return None
+        settings = head_settings(run.modality(target), self.epochs, self.lr, self.hidden, self.batch_size)
+        num_classes, evaluation = len(run.dataset().class_names), run.task.protocol.evaluation
+        key = head_key(target, "reference", settings, num_classes=num_classes, seed=seed, evaluation=evaluation)
+        return run.shared(seed).get(key, lambda: fit_reference_head(
+            bank.X, bank.labels, settings, num_classes=num_classes, seed=seed, evaluation=evaluation))
 
     def headline(self, results: pd.DataFrame) -> dict | None:
         """The anchors and (ω, δ) the page's per-pair table is drawn at (chosen on the
@@ -195,7 +236,7 @@ class TranslationQuality(TaskKind):
         parts = []
         for selector, g in d.groupby("selector", sort=False):
             parts.append(f"### Anchors: {selector}\n")
-            grid = g[g["metric"].isin(METRICS + (SINGULAR,))]
+            grid = g[g["metric"].isin(METRICS + (SINGULAR, ACCURACY))]
             if not grid.empty:
                 parts.append(_heatmaps(grid, page, selector, marks))
                 parts.append(_singular_note(grid))
@@ -209,7 +250,8 @@ def _prepared(results: pd.DataFrame) -> pd.DataFrame:
     """The stored rows the page reads (those of its metrics that ran), each with its
     ``setting``: ``intra`` when a space is translated into itself, ``inter`` otherwise."""
     d = results[(results["status"] == "ok")
-                & results["metric"].isin(METRICS + (SINGULAR, "absolute_cosine", VALIDATION + METRICS[0]))].copy()
+                & results["metric"].isin(METRICS + (SINGULAR, ACCURACY, "absolute_cosine",
+                                                    VALIDATION + METRICS[0]))].copy()
     d["setting"] = np.where(d["source"] == d["target"], "intra", "inter")
     return d
 
@@ -241,25 +283,39 @@ def pearson_over_cells(g: pd.DataFrame, x: str, y: str) -> float:
     return float(np.corrcoef(cells[x], cells[y])[0, 1])
 
 
-#: the Pearson correlation between condition number and anchors kept in Maiorca et al. 2024, §5 (Figure 6, TREC)
+#: the Pearson correlations of Maiorca et al. 2024, §5 (Figure 6, TREC): condition number ↔ anchors kept,
+#: and reconstruction similarity ↔ classification accuracy (stitching between every pair of encoders)
 PAPER_CONDITION_ANCHORS = 0.93
+PAPER_RECONSTRUCTION_ACCURACY = 0.7
 
 
 def _diagnostics_correlation(g: pd.DataFrame) -> str:
-    """Each seed's Pearson correlation between the condition number and the anchors kept
-    over the (ω, δ) cells, their mean over seeds with its 95 % interval over seeds, beside
-    the paper's."""
-    per_seed = [pearson_over_cells(rows, "condition_number", "anchors_kept") for _, rows in g.groupby("seed")]
-    per_seed = [r for r in per_seed if np.isfinite(r)]
-    if not per_seed:
-        return ""
-    cells = len(g[g["metric"] == "condition_number"].drop_duplicates(["omega", "delta"]))
-    return (f"Pearson correlation between the condition number and the anchors kept over the {cells} (ω, δ) cells "
-            f"(each cell the mean over targets and sources within a seed; a cell without a finite condition number "
-            f"left out): {fmt(float(np.mean(per_seed)))} "
-            f"{fmt_interval(*seed_interval(per_seed))} (mean over {len(per_seed)} seed(s) of each seed's "
-            f"correlation [95 % interval over seeds]); Maiorca et al. 2024 (§5, Figure 6, TREC) report "
-            f"{PAPER_CONDITION_ANCHORS:g}.\n")
+    """Figure 6's two correlations over the (ω, δ) cells, each seed's Pearson correlation
+    then their mean over seeds with its 95 % interval over seeds, beside the paper's:
+    condition number ↔ anchors kept (every pair), and reconstruction cosine ↔ the target
+    head's accuracy on the translated embeddings (inter-space pairs, as the paper's
+    stitching between encoders; only where the rows have that accuracy)."""
+    inter = g[g["setting"] == "inter"]
+    found = [
+        ("the condition number and the anchors kept", g, "condition_number", "anchors_kept",
+         "each cell the mean over targets and sources within a seed; a cell without a finite condition number left "
+         "out", PAPER_CONDITION_ANCHORS),
+        ("the reconstruction cosine and the accuracy of the target's head on the translated embeddings", inter,
+         "reconstruction_cosine", ACCURACY, "each cell the mean over the pairs of distinct encoders within a seed",
+         PAPER_RECONSTRUCTION_ACCURACY),
+    ]
+    lines = []
+    for what, rows, x, y, cells_are, paper in found:
+        per_seed = [pearson_over_cells(seed_rows, x, y) for _, seed_rows in rows.groupby("seed")]
+        per_seed = [r for r in per_seed if np.isfinite(r)]
+        if not per_seed:
+            continue
+        cells = len(rows[rows["metric"] == x].drop_duplicates(["omega", "delta"]))
+        lines.append(f"Pearson correlation between {what} over the {cells} (ω, δ) cells ({cells_are}): "
+                     f"{fmt(float(np.mean(per_seed)))} {fmt_interval(*seed_interval(per_seed))} (mean over "
+                     f"{len(per_seed)} seed(s) of each seed's correlation [95 % interval over seeds]); Maiorca et al. "
+                     f"2024 (§5, Figure 6, TREC) report {paper:g}.\n")
+    return "\n".join(lines)
 
 
 def _seed_stats(g: pd.DataFrame, by: list[str]) -> pd.DataFrame:
@@ -293,19 +349,20 @@ def _heatmaps(g: pd.DataFrame, page: Page, selector: str, marks: dict[str, str])
 
     settings = [s for s in SETTINGS if (g["setting"] == s).any()]
     titles = {"reconstruction_cosine": "reconstruction similarity", "condition_number": "condition number (log10)",
-              "anchors_kept": "anchors kept"}
-    fig, axes = plt.subplots(len(METRICS), len(settings), figsize=(4.2 * len(settings), 3.2 * len(METRICS)),
+              "anchors_kept": "anchors kept", ACCURACY: "accuracy of the target's head"}
+    metrics = [m for m in (*METRICS, ACCURACY) if (g["metric"] == m).any()]
+    fig, axes = plt.subplots(len(metrics), len(settings), figsize=(4.2 * len(settings), 3.2 * len(metrics)),
                              squeeze=False)
-    grids = {(metric, setting): _grid(g, metric, setting) for metric in METRICS for setting in settings}
+    grids = {(metric, setting): _grid(g, metric, setting) for metric in metrics for setting in settings}
     shown_grids = {k: (np.log10(Z) if k[0] == "condition_number" else Z) for k, (_, _, Z) in grids.items()}
     # one colour scale per metric across the settings: equal colours mean equal values
     scales = {}
-    for metric in METRICS:
+    for metric in metrics:
         values = np.concatenate([shown_grids[metric, s].ravel() for s in settings])
         values = values[np.isfinite(values)]
         scales[metric] = (values.min(), values.max()) if len(values) else (0.0, 1.0)
     for j, setting in enumerate(settings):
-        for i, metric in enumerate(METRICS):
+        for i, metric in enumerate(metrics):
             omegas, deltas, _ = grids[metric, setting]
             shown = shown_grids[metric, setting]
             ax = axes[i, j]
