@@ -62,6 +62,7 @@ from relbench.precision import autocast
 from relbench.reuse import ORIGIN, origin_marks
 from relbench.rows import metric_row
 from relbench.samples import predictions as per_sample_predictions
+from relbench.samples import read_predictions
 from relbench.samples import values as per_sample_values
 from relbench.sampling import stratified_split, stratified_subsample
 from relbench.task_model import EncoderSpec, PluginSpec, Suite, Task
@@ -183,6 +184,7 @@ __all__ = [
     "method_note",
     "seed_interval",
     "with_samples",
+    "read_predictions",
     # drawing samples
     "stratified_split",
     "stratified_subsample",

@@ -199,5 +199,53 @@ def test_a_page_without_null_rows_is_drawn_as_before(tmp_path, monkeypatch):
     text = Stitching().page(rows, Page(tmp_path, "t"))
     assert "From chance" not in text and "null" not in text
     assert not chance_nulls(rows).any() and chance_corrected(score(rows, Page(tmp_path, "t"))).empty
-    monkeypatch.setattr(page, "chance_section", lambda scored: "")  # the page as it was drawn without the section
+    monkeypatch.setattr(page, "chance_section", lambda scored, metric=None: "")  # the page without the section
     assert Stitching().page(rows, Page(tmp_path, "t")) == text
+
+
+
+# ------------------------------------------------------------------ the label-permutation null
+
+
+def test_the_permutation_null_of_accuracy_is_the_chance_given_both_class_frequencies():
+    from relbench_metrics import Accuracy
+    from relbench_stitching.permutation_null import permuted_score
+
+    rng = np.random.default_rng(3)
+    y_true, y_pred = rng.integers(0, 4, 2000), rng.choice(4, 2000, p=[0.7, 0.1, 0.1, 0.1])
+    expected = sum(np.mean(y_true == c) * np.mean(y_pred == c) for c in range(4))  # E[accuracy] under permutation
+    assert permuted_score(y_true, y_pred, Accuracy(), permutations=200) == pytest.approx(expected, abs=0.005)
+    perfect = permuted_score(y_true, y_true, Accuracy())
+    assert perfect < 0.3  # a perfect decoder's predictions, paired at random: chance
+
+
+def test_without_a_declared_null_the_page_takes_the_label_permutation_null(stored, tmp_path):
+    """The ratio per seed against a slow reference: every stitched cell's predictions
+    scored by scikit-learn against the labels in the same seeded random orders."""
+    from sklearn.metrics import accuracy_score
+
+    from relbench.samples import read_predictions
+    from relbench.uncertainty import with_samples
+    from relbench_metrics import Accuracy
+    from relbench_stitching.permutation_null import NULL_SEED, PERMUTATIONS
+
+    rows = stored[stored["selector"] != "shuffled"]
+    found = chance_corrected(score(rows, Page(tmp_path, "t")), Accuracy())
+    assert list(found["combo"]) == [("random", "cosine", "relative", "-")] and found["null"].iloc[0] is None
+    acc = rows[(rows["metric"] == "accuracy") & (rows["status"] == "ok")]
+    stitched = acc[(acc["selector"] == "random") & (acc["source"] != acc["target"])]
+    own = acc[(acc["stitcher"] == "own")]
+    nulls = []
+    for record in with_samples(stitched, rows, ["source"])["per_sample"]:
+        y_true, y_pred = read_predictions(record)
+        generator = np.random.default_rng(NULL_SEED)
+        nulls.append(np.mean([accuracy_score(y_true, y_pred[generator.permutation(len(y_pred))])
+                              for _ in range(PERMUTATIONS)]))
+    null = pd.Series(nulls, index=stitched.index).groupby(stitched["seed"]).mean()
+    ratio = (stitched.groupby("seed")["value"].mean() - null) / (own.groupby("seed")["value"].mean() - null)
+    assert found["point"].iloc[0] == pytest.approx(ratio.mean(), abs=1e-9)
+    assert found["null_score"].iloc[0] == pytest.approx(null.mean(), abs=1e-9) and 0.15 < null.mean() < 0.35
+    assert found["low"].iloc[0] <= found["point"].iloc[0] <= found["high"].iloc[0] + 1e-9
+    text = Stitching().page(rows, Page(tmp_path, "blobs", metrics={"accuracy": Accuracy()}))
+    assert "### From chance to own head (accuracy)" in text and "null (labels permuted)" in text
+    assert "From chance" not in Stitching().page(rows, Page(tmp_path, "blobs"))  # no metric plugin: no null

@@ -15,6 +15,11 @@ its first ``own-head`` combination (a decoder on its own encoder). Per seed,
 direction), then the mean over the seeds that have all three. Its interval: the 95 %
 percentiles of the same ratio over the page's paired bootstrap draws, each draw the
 ratio of that resample's means (where no draws exist: ± std over seeds).
+
+A task without a declared chance null takes the label-permutation null instead
+(:mod:`relbench_stitching.permutation_null`: the same stitched predictions against the
+labels in random order), per seed as above; its interval holds that null at its mean
+over seeds and resamples the stitched and own scores through the page's draws.
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ import math
 
 import numpy as np
 
-from relbench.api import arrow, deferred_import, Draws, fmt, fmt_interval, table
+from relbench.api import arrow, deferred_import, Draws, fmt, fmt_interval, seed_interval, table
 from relbench_stitching.intervals import COMBO, draw_label
+from relbench_stitching.permutation_null import PERMUTATIONS, null_per_seed
 from relbench_stitching.scores import Scored, combo_label, score_text
 
 pd = deferred_import("pandas")
@@ -67,26 +73,40 @@ def own_head(df: pd.DataFrame) -> tuple | None:
     return tuple(heads.iloc[0]) if len(heads) else None
 
 
-def chance_corrected(scored: Scored) -> pd.DataFrame:
-    """Per ranked combination (in the page's order) with a null counterpart, for the first
-    metric: the counterpart, the own head, the ratio (``point``, per seed then the mean),
-    ``low``/``high`` (from the page's draws; NaN without them), ``std`` over seeds and
-    ``seeds``. Empty when the rows hold no chance null or no own head."""
+def chance_corrected(scored: Scored, metric_plugin=None) -> pd.DataFrame:
+    """Per ranked combination (in the page's order) with a null, for the first metric: the
+    null counterpart (None for the permutation null), the own head, the ratio (``point``,
+    per seed then the mean), ``low``/``high`` (from the page's draws; NaN without them),
+    ``std`` over seeds and ``seeds``; for the permutation null also its per-seed mean
+    ``null_score`` and ``null_low``/``null_high`` (its interval over seeds). The nulls are
+    the declared chance nulls where the rows hold any, else (given ``metric_plugin``, the
+    page's plugin of the first metric) the label-permutation null of every combination
+    with stored predictions. Empty without a null or an own head."""
     df, metric = scored.df, scored.metrics[0]
     pairs, own = null_counterparts(df), own_head(df)
-    if not pairs or own is None:
+    if own is None or (not pairs and metric_plugin is None):
         return pd.DataFrame()
     own_scores = per_seed(df, own, metric, own=True)
     out = []
     for combo in (tuple(c) for c in scored.methods[COMBO].itertuples(index=False)):
-        if combo not in pairs:
-            continue
-        ratio = chance_ratio(per_seed(df, combo, metric, own=False), per_seed(df, pairs[combo], metric, own=False),
-                             own_scores).dropna()
-        low, high = _interval(scored.draws, combo, pairs[combo], own)
-        out.append({"combo": combo, "null": pairs[combo], "own": own, "point": ratio.mean() if len(ratio) else np.nan,
-                    "low": low, "high": high, "std": ratio.std(ddof=0) if len(ratio) > 1 else np.nan,
-                    "seeds": len(ratio)})
+        stitched = per_seed(df, combo, metric, own=False)
+        if pairs:
+            if combo not in pairs:
+                continue
+            null, extra = per_seed(df, pairs[combo], metric, own=False), {}
+            low, high = _interval(scored.draws, combo, pairs[combo], own)
+        else:
+            null = null_per_seed(df, combo, metric, metric_plugin)
+            if null.empty:
+                continue
+            level = float(null.mean())
+            bounds = seed_interval(list(null))
+            extra = {"null_score": level, "null_low": bounds[0], "null_high": bounds[1]}
+            low, high = _interval_at(scored.draws, combo, level, own)
+        ratio = chance_ratio(stitched, null, own_scores).dropna()
+        out.append({"combo": combo, "null": pairs.get(combo), "own": own,
+                    "point": ratio.mean() if len(ratio) else np.nan, "low": low, "high": high,
+                    "std": ratio.std(ddof=0) if len(ratio) > 1 else np.nan, "seeds": len(ratio), **extra})
     return pd.DataFrame(out)
 
 
@@ -99,23 +119,44 @@ def _interval(draws: Draws | None, combo: tuple, null: tuple, own: tuple) -> tup
     return Draws(["ratio"], np.array([np.nan]), ratio.to_numpy()[:, None], draws.sample_level).interval("ratio")
 
 
-def chance_section(scored: Scored) -> str:
+def _interval_at(draws: Draws | None, combo: tuple, null: float, own: tuple) -> tuple[float, float]:
+    """The percentile interval of the ratio over the page's paired draws of the stitched
+    and own scores, with the null held at ``null``."""
+    labels = (draw_label(combo, "stitched"), draw_label(own, "own"))
+    if draws is None or not all(label in draws.labels for label in labels):
+        return math.nan, math.nan
+    stitched, top = (pd.Series(draws.draws[:, draws.column(label)]) for label in labels)
+    ratio = chance_ratio(stitched, pd.Series(null, index=stitched.index), top)
+    return Draws(["ratio"], np.array([np.nan]), ratio.to_numpy()[:, None], draws.sample_level).interval("ratio")
+
+
+def chance_section(scored: Scored, metric_plugin=None) -> str:
     """The page's table *From chance to own head* (:func:`chance_corrected`) beside the raw
-    scores; empty when the rows hold no chance null with a counterpart and an own head."""
-    found = chance_corrected(scored)
+    scores; empty when the rows give no null (declared, or by permutation with
+    ``metric_plugin``) and no own head."""
+    found = chance_corrected(scored, metric_plugin)
     if not len(found):
         return ""
     metric = scored.metrics[0]
     base = scored.scores[metric]
     by_combo = {tuple(r[COMBO]): r for _, r in base.iterrows()}
-    rows = [[combo_label(dict(zip(COMBO, r["combo"]))), combo_label(dict(zip(COMBO, r["null"]))),
-             score_text(by_combo.get(r["combo"]), "stitched"), score_text(by_combo.get(r["null"]), "stitched"),
-             score_text(by_combo.get(r["own"]), "own"), _ratio(r)] for _, r in found.iterrows()]
     own = combo_label(dict(zip(COMBO, found["own"].iloc[0])))
     header = f"{arrow(metric, scored.direction[metric])} [95 % CI]"
-    return (f"\n### From chance to own head ({metric})\n\n" + CHANCE_LEGEND.format(own=own) + "\n\n"
-            + table(rows, headers=["combination", "null", f"stitched {header}", f"null {header}",
-                                   f"own head {header}", "from chance to own [95 % CI]"], keep=2) + "\n")
+    permuted = "null_score" in found
+    rows = [[combo_label(dict(zip(COMBO, r["combo"]))),
+             *([] if permuted else [combo_label(dict(zip(COMBO, r["null"])))]),
+             score_text(by_combo.get(r["combo"]), "stitched"),
+             f"{fmt(r['null_score'])} {fmt_interval(r['null_low'], r['null_high'])}" if permuted
+             else score_text(by_combo.get(r["null"]), "stitched"),
+             score_text(by_combo.get(r["own"]), "own"), _ratio(r)] for _, r in found.iterrows()]
+    legend = PERMUTATION_LEGEND.format(own=own, permutations=PERMUTATIONS) if permuted \
+        else CHANCE_LEGEND.format(own=own)
+    null_header = f"null (labels permuted) {arrow(metric, scored.direction[metric])} [95 % CI over seeds]" \
+        if permuted else f"null {header}"
+    return (f"\n### From chance to own head ({metric})\n\n" + legend + "\n\n"
+            + table(rows, headers=["combination", *([] if permuted else ["null"]), f"stitched {header}", null_header,
+                                   f"own head {header}", "from chance to own [95 % CI]"],
+                    keep=1 if permuted else 2) + "\n")
 
 
 #: what the table *From chance to own head* shows, said once above it
@@ -127,6 +168,18 @@ CHANCE_LEGEND = (
     "head ({own}) on its own encoder. 0: no better than chance; 1: as good as the own head. Interval: 95 % "
     "percentiles of the ratio over the page's paired bootstrap draws (each the ratio of a resample's means), or "
     "± std over seeds where no draws exist. Raw scores beside it, as in the ranking.")
+
+
+#: the same table's legend where the null is the label-permutation one
+PERMUTATION_LEGEND = (
+    "Each stitching score as a fraction of the way from chance to the own head: (stitched − null) / (own − "
+    "null), per seed, then the mean over seeds. *null*: the task declares no chance-null selector, so the "
+    "label-permutation null: the same stitched predictions scored against the test labels in a random order "
+    "({permutations} seeded permutations per stitched cell; the chance level given the predicted and true class "
+    "frequencies, weaker than anchors that correspond to nothing); *own*: the own head ({own}) on its own "
+    "encoder. 0: no better than chance; 1: as good as the own head. Interval: 95 % percentiles of the ratio over "
+    "the page's paired bootstrap draws of the stitched and own scores with the null at its mean, or ± std over "
+    "seeds where no draws exist. Raw scores beside it, as in the ranking.")
 
 
 def _ratio(r: pd.Series) -> str:

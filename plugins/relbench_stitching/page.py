@@ -83,7 +83,7 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False, scored:
         lines.append("Absolute heads (no translation) and the non-stitched upper bound (each decoder on its own "
                      "encoder); columns as in the ranking.\n")
         lines.append(table(rows_for(refs, False), headers=[*name, score_header, *rest], keep=len(name)))
-    chance = chance_section(scored)  # only where the rows hold a chance null and its counterparts
+    chance = chance_section(scored, page.metrics.get(primary))  # a declared null, else labels permuted
     if chance:
         lines.append(chance)
     both = df[df["needs_both_spaces"]]
