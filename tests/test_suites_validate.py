@@ -14,7 +14,7 @@ from relbench import cli
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("path, units", [("tasks.yaml", 5012), ("tasks/quick.yaml", None), ("tasks/paper.yaml", None),
+@pytest.mark.parametrize("path, units", [("tasks.yaml", 7142), ("tasks/quick.yaml", None), ("tasks/paper.yaml", None),
                                          ("tasks/gpu-check.yaml", None)])
 def test_task_file_dry_runs(path, units, capsys, tmp_path):
     assert cli.main(["run", str(ROOT / path), "--dry-run", "--output", str(tmp_path)]) == 0

@@ -8,9 +8,9 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from relbench.api import deferred_import
-from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions, fmt,
-                          fmt_interval, listing, lower_is_better, seed_interval, seeded_generator, table)
-from relbench.training import fit_reference_head, head_key, head_settings, predict_logits, validate_head_params
+from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey, arrow, directions,
+                          fit_reference_head, fmt, fmt_interval, head_key, head_settings, listing, lower_is_better,
+                          predict_logits, seed_interval, seeded_generator, table, validate_head_params)
 from relbench_irp.translate import PinvKind, TargetDecoder, centre_normalise
 
 pd = deferred_import("pandas")
