@@ -97,7 +97,8 @@
 
   // the name of a cell's series: its values of the given keys (method columns, metric …)
   function seriesOf(entry, labels) {
-    return labels.map((key) => entry[key]).filter((v) => v !== null && v !== undefined).join(" · ");
+    const values = labels.map((key) => entry[key]).filter((v) => v !== null && v !== undefined);
+    return [...new Set(values)].join(" · ");  // a value named twice (a measure and its metric) once
   }
 
   // one matrix section: a select of its series, the rows × columns table of the chosen one
@@ -115,8 +116,10 @@
     root.append(section);
     function draw() {
       const cells = matrix.cells.filter((entry) => seriesOf(entry, matrix.labels) === select.value);
-      const rows = [...new Set(cells.map((entry) => entry[rowAxis]))];
-      const columns = [...new Set(cells.map((entry) => entry[columnAxis]))];
+      // rows and columns in one order (first seen as a row or a column), so the diagonal is the diagonal
+      const order = [...new Set(cells.flatMap((entry) => [entry[rowAxis], entry[columnAxis]]))];
+      const rows = order.filter((value) => cells.some((entry) => entry[rowAxis] === value));
+      const columns = order.filter((value) => cells.some((entry) => entry[columnAxis] === value));
       const scores = cells.map((entry) => entry.score);
       const low = Math.min(...scores), span = Math.max(...scores) - low || 1;
       const head = element("tr");

@@ -918,7 +918,12 @@ def check_task_kind(kind: type | PluginSpec, banks: dict[str, dict[str, Bank]], 
     * the kind's :meth:`~relbench.interfaces.TaskKind.plan` lists unique unit keys, the
       same twice;
     * running it in a :class:`TaskRunDouble` over ``banks`` and ``dataset`` computes every
-      planned unit exactly once, and nothing when run again (every unit is then done).
+      planned unit exactly once, and nothing when run again (every unit is then done);
+    * what it declares for the board and the summary export holds on those rows: its
+      :attr:`~relbench.interfaces.TaskKind.matrix_axes` are two of its columns and every
+      matrix cell names both; every curve cell names its
+      :attr:`~relbench.interfaces.TaskKind.curve_axis`; every summary cell has a
+      ``metric``, a ``score`` and ``n``.
 
     Returns the run, for further checks of its rows."""
     task.setdefault("encoders", list(banks.get("train", {})))
@@ -941,4 +946,32 @@ def check_task_kind(kind: type | PluginSpec, banks: dict[str, dict[str, Bank]], 
     missing = sorted(set(keys) - {key_json(c) for c in run.computed})
     _require(not missing, run.kind, f"run() left planned units uncomputed: {missing[:3]}", on,
              "compute every unit plan() lists (the plan must be exact: --dry-run counts from it)")
+    _check_board_cells(run, on)
     return run
+
+
+def _check_board_cells(run: TaskRunDouble, on: str) -> None:
+    """The board's and the summary's cells of ``run``'s rows agree with what its kind declares."""
+    import tempfile
+
+    from relbench.pages import Page
+
+    kind, rows = run.kind, run.frame()
+    axes = tuple(kind.matrix_axes)
+    _require(not axes or (len(axes) == 2 and set(axes) <= set(kind.columns)), kind,
+             f"matrix_axes {axes} are not two of its columns {tuple(kind.columns)}", on,
+             "declare two of the columns that identify a cell, rows then columns")
+    with tempfile.TemporaryDirectory(prefix="relbench-check-") as root:
+        page = Page(Path(root), run.task.name)
+        matrix = (kind.matrix_cells(rows, page) if axes else None) or []
+        curves = (kind.curve_cells(rows, page) if kind.curve_axis else None) or []
+        summary = kind.summary_cells(rows, page) or []
+    lacking = [c for c in matrix if not all(axis in c for axis in axes)]
+    _require(not lacking, kind, f"matrix_cells gives cells without both matrix axes {axes}: {lacking[:1]}", on,
+             "give every matrix cell its row and column value")
+    lacking = [c for c in curves if kind.curve_axis not in c]
+    _require(not lacking, kind, f"curve_cells gives points without curve_axis {kind.curve_axis!r}: {lacking[:1]}",
+             on, "give every point its value on the curve axis")
+    lacking = [c for c in summary if not {"metric", "score", "n"} <= set(c)]
+    _require(not lacking, kind, f"summary_cells gives cells without metric, score and n: {lacking[:1]}", on,
+             "give every summary cell its metric, score and seeds")

@@ -1,5 +1,6 @@
 """The suite floor benchmark's pure helpers: machine flags, stage classification of
-stored units, dedupe of selector trainings, group FLOPs and the ONNX counter."""
+stored units, dedupe of selector trainings, group FLOPs, the ONNX counter and the encoder
+counter on a real (toy) encoder."""
 
 import sys
 from pathlib import Path
@@ -110,3 +111,28 @@ def test_best_peaks_never_lower_a_peak():
     used, raised = sf.best_peaks(slow, kept, "cpu")
     assert used["fp32", 2].flops == 100e9 and used["fp32", 2].load == 0.5 and len(raised) == 1
     assert sf.best_peaks(slow, kept, "other cpu")[0]["fp32", 2].flops == 40e9
+
+
+def test_encoder_count_builds_its_context_and_counts_a_real_forward(registry, write_yaml):
+    """``count_encoder`` once rebuilt the runner's context with ``dataclasses.replace``,
+    which raises on an ``EncoderContext``; it must count a torch encoder's matrix products
+    on the task's own samples (16 → 16 orthogonal map: 2·16·16 FLOPs a sample)."""
+    from relbench.config import load_suite
+    from relbench.runner import Runner
+
+    path = write_yaml("""\
+suite: {seeds: [0], num_anchors: 8, output: results, leaderboards: boards}
+tasks:
+  - name: blobs
+    dataset: {name: toy-blobs, params: {classes: 4, train_size: 240}}
+    encoders: [{name: toy-rotated, label: a, params: {seed: 1}}, {name: toy-rotated, label: b, params: {seed: 2}}]
+    grid: {selectors: [random], similarities: [cosine], stitchers: [absolute]}
+    metrics: [accuracy]
+""")
+    runner = Runner(load_suite(path, registry), registry, quiet=True)
+    task_run = runner.plans()[0]
+    spec = task_run.task.encoders[0]
+    count = sf.count_encoder(task_run, spec, text_samples=8)
+    assert count.width == 16
+    assert count.flops_per_sample == 2 * 16 * 16
+    assert count.how.startswith("torch")

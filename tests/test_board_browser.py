@@ -218,7 +218,8 @@ def test_a_companion_s_matrix_is_drawn_beside_the_task_s_own_and_links_its_page(
         return {**names, "source": source, "target": target, "score": score, "low": score, "high": score, "n": 3}
 
     similarity = board.TaskBoard("sim", "space-similarity", "image", None, [], ("source", "target"),
-                                 [cell("a", "b", 0.9, metric="cka"), cell("b", "a", 0.8, metric="cka")],
+                                 [cell("b", "a", 0.8, measure="cka", metric="cka"),
+                                  cell("a", "b", 0.9, measure="cka", metric="cka")],
                                  companions=("st",))
     stitching = board.TaskBoard("st", "stitching", "image", None, ["stitcher"], ("source", "target"),
                                 [cell("a", "b", 0.5, stitcher="rel", metric="acc"),
@@ -229,5 +230,9 @@ def test_a_companion_s_matrix_is_drawn_beside_the_task_s_own_and_links_its_page(
     beside = browser.find_elements("css selector", "#companion-0 td[data-score]")
     assert sorted(json.loads(c.get_attribute("data-score")) for c in own) == [0.8, 0.9]
     assert sorted(json.loads(c.get_attribute("data-score")) for c in beside) == [0.25, 0.5]
+    heads = [th.text for th in browser.find_elements("css selector", "#matrix tr:first-child th")][1:]
+    rows = [th.text for th in browser.find_elements("css selector", "#matrix tr th:first-child")][1:]
+    assert heads == rows == ["b", "a"]  # one order for both axes (first seen): the diagonal is the diagonal
+    assert browser.find_element("css selector", '#matrix select option').text == "cka"  # a value once
     link = browser.find_element("css selector", "#companion-0 h2 a")
     assert link.text == "st" and link.get_attribute("href").endswith("/st.html")

@@ -158,6 +158,21 @@ class Lazy(PerEncoder):
         return [key for key in super().todo(run) if key["seed"] == run.task.seeds[0]]
 
 
+class MisdeclaredMatrix(PerEncoder):
+    """Declares a matrix over a column it does not have."""
+
+    matrix_axes: ClassVar[tuple[str, ...]] = ("encoder", "target")
+
+
+class PointlessCurve(PerEncoder):
+    """Declares a curve axis its curve cells do not carry."""
+
+    curve_axis: ClassVar[str] = "budget"
+
+    def curve_cells(self, results, page):
+        return [{"metric": "m", "score": 1.0, "n": 1}]
+
+
 def test_a_well_formed_kind_passes():
     run = check_task_kind(PerEncoder, blob_banks(), seeds=[0, 1])
     assert run.computed == [{"seed": s, "encoder": e} for s in (0, 1) for e in ("a", "b")]
@@ -172,6 +187,8 @@ def test_a_well_formed_kind_passes():
     (Unplanned, r"the first run broke the runner's contract: unit {'seed': 99, 'encoder': 'a'} is not in the "
                 r"kind's plan\(\)"),
     (Lazy, r"run\(\) left planned units uncomputed: \['{\"encoder\":\"a\",\"seed\":1}'"),
+    (MisdeclaredMatrix, r"matrix_axes \('encoder', 'target'\) are not two of its columns"),
+    (PointlessCurve, r"curve_cells gives points without curve_axis 'budget'"),
 ])
 def test_a_broken_kind_is_caught(broken, message):
     with pytest.raises(AssertionError, match=message):
