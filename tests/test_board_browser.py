@@ -236,3 +236,25 @@ def test_a_companion_s_matrix_is_drawn_beside_the_task_s_own_and_links_its_page(
     assert browser.find_element("css selector", '#matrix select option').text == "cka"  # a value once
     link = browser.find_element("css selector", "#companion-0 h2 a")
     assert link.text == "st" and link.get_attribute("href").endswith("/st.html")
+
+
+def test_a_long_table_is_drawn_a_page_at_a_time_in_the_chosen_order(browser, tmp_path):
+    """A release's main table holds about 10,000 cells: 500 rows are drawn, and a button
+    draws the next 500 of the same sorted, filtered order."""
+    from relbench import board
+
+    n = 1203
+    summary = pd.DataFrame({"task": ["t"] * n, "kind": ["k"] * n, "stitcher": ["x", "y", "z"] * (n // 3),
+                            "metric": ["m"] * n, "score": [float(i) for i in range(n)]})
+    board.write(tmp_path, [board.TaskBoard("t", "k", "text", summary, ["stitcher"])])
+    rows = _open(browser, tmp_path / "index.html")
+    assert [r["score"][1] for r in rows] == list(range(500))
+    more = browser.find_element("id", "more")
+    assert more.text == "show 500 more (703 not shown)"
+    browser.find_element("css selector", '#cells th[data-column="score"]').click()
+    browser.find_element("css selector", '#cells th[data-column="score"]').click()  # descending
+    more.click()
+    assert [r["score"][1] for r in browser.execute_script(READ)] == list(range(n - 1, n - 1001, -1))
+    more.click()
+    assert len(browser.execute_script(READ)) == n and not more.is_displayed()
+    assert browser.find_element("id", "count").text == f"{n} of {n} cells"
