@@ -324,7 +324,7 @@ def verify_bundle(path: Path, size: int, seed: int, registry, quiet: bool = Fals
     ``seed`` recomputed, planned from the tasks text it holds; write the receipt
     (:func:`receipt_path`, the only file written); return whether it agrees."""
     from relbench.results import environment
-    from relbench.verify import SUBMISSION_CHECKS, audit, submission_integrity
+    from relbench.verify import SUBMISSION_CHECKS, audit, submission_integrity, unit_count
 
     bundle = read_bundle(path)
 
@@ -337,7 +337,7 @@ def verify_bundle(path: Path, size: int, seed: int, registry, quiet: bool = Fals
         tasks.write_text(bundle.tasks_text, encoding="utf-8")
         result = audit(tasks, bundle.rows, path, size, seed, registry, quiet, findings, SUBMISSION_CHECKS)
     receipt = {"format": FORMAT, "bundle": path.name, "bundle_sha256": bundle.sha256, "sample": size, "seed": seed,
-               "units_recomputed": int(result.table["unit"].nunique()), "units_agree": result.units(True),
+               "units_recomputed": unit_count(result.table), "units_agree": result.units(True),
                "units_disagree": result.units(False), "findings": result.findings,
                "verdict": AGREES if result.holds else DISAGREES, "relbench": __version__,
                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

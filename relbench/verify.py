@@ -14,8 +14,9 @@ Two parts, both reported plainly (a mismatch is a finding, never a crash):
    results store (removed afterwards; nothing is written anywhere else). That store holds,
    for every other unit of the sampled units' tasks, a line under the plan's identity
    (:func:`store_release`), so the run skips them (``TaskRun.is_done``) and encodes only
-   the banks the sampled units need. Rows are compared by unit, cell and metric
-   (:func:`compare`): bitwise (``|Δ| = 0``) where both runs computed on the same CPU model
+   the banks the sampled units need. Rows are compared by task, unit, cell and metric
+   (:func:`compare`; a unit id digests the unit's inputs, so two tasks of one grid can
+   plan the same id, and each task's rows are its own): bitwise (``|Δ| = 0``) where both runs computed on the same CPU model
    with the same kernels (:func:`machine`), on which
    relbench's computations are deterministic for fixed seeds; elsewhere within a stated
    tolerance (:func:`tolerance`), at most half the cell's 95 % interval where the
@@ -47,7 +48,7 @@ from relbench.errors import UserError
 from relbench.export import gathered
 from relbench.publish import SHOWN, listed
 from relbench.results import THREADS_PREFIX, ResultStore, environment, threads_named
-from relbench.reuse import RELEASE_STATEMENT, append_release_unit, by_unit, nested, read_release
+from relbench.reuse import RELEASE_STATEMENT, append_release_unit, nested, read_release
 from relbench.rows import packages
 
 #: units recomputed when ``--sample`` is not given
@@ -83,6 +84,12 @@ def key_text(display: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in display.items() if v is not None)
 
 
+def unit_count(table: pd.DataFrame) -> int:
+    """How many units a table of compared rows covers: distinct ``(task, unit)`` pairs,
+    since two tasks can plan the same unit id."""
+    return len(table[["task", "unit"]].drop_duplicates())
+
+
 def _count(n: int, noun: str) -> str:
     """``1 row``, ``2 rows``."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
@@ -91,26 +98,35 @@ def _count(n: int, noun: str) -> str:
 # ----------------------------------------------------------------------------- the release
 
 
-def store_release(task_runs: list, rows: pd.DataFrame, store: ResultStore, leave_out: frozenset[str] = frozenset()
-                  ) -> list[tuple[str, Any]]:
-    """Append to ``store``, for every planned unit of ``task_runs`` except the ids in
-    ``leave_out``, a line under the plan's identity (id, displayed key and inputs): the
-    unit's rows of the release (:func:`relbench.reuse.append_release_unit`), or no rows
-    when the release lacks the unit, so that a run on ``store`` computes exactly the
-    units left out. Returns ``(task, planned unit)`` of the units the release lacks."""
-    published = by_unit(nested(rows[~rows["unit"].isin(leave_out)]))
+def store_release(task_runs: list, rows: pd.DataFrame, store: ResultStore,
+                  leave_out: frozenset[tuple[str, str]] = frozenset()) -> list[tuple[str, Any]]:
+    """Append to ``store``, for every planned unit of ``task_runs`` except the
+    ``(task, unit id)`` pairs in ``leave_out``, a line under the plan's identity (id,
+    displayed key and inputs): the unit's rows of the release in that task
+    (:func:`relbench.reuse.append_release_unit`), or no rows when the release lacks the
+    unit, so that a run on ``store`` computes exactly the units left out. A unit id is a
+    digest of the unit's inputs, so two tasks of one grid can plan the same id: rows are
+    always taken by task and id. Returns ``(task, planned unit)`` of the units the
+    release lacks."""
+    published = by_task_unit(nested(rows))
     lacking = []
     for task_run in task_runs:
         name = task_run.task.name
         for unit in task_run.plan().units:
-            if unit.id in leave_out:
+            if (name, unit.id) in leave_out:
                 continue
-            if unit.id in published:
-                append_release_unit(store, name, unit, published[unit.id])
+            if (name, unit.id) in published:
+                append_release_unit(store, name, unit, published[name, unit.id])
             else:
                 lacking.append((name, unit))
                 store.append(name, unit.id, [], STAND_IN_RUN, key=unit.display, inputs=unit.inputs)
     return lacking
+
+
+def by_task_unit(rows: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
+    """A release's rows grouped by ``(task, unit id)``, in the release's order: a unit of
+    the same inputs planned by two tasks has one group in each."""
+    return {(str(task), str(unit)): group for (task, unit), group in rows.groupby(["task", "unit"], sort=False)}
 
 
 # ----------------------------------------------------------------------------- integrity
@@ -245,11 +261,11 @@ def stratified_sample(strata: dict[str, list], size: int, seed: int) -> list:
 def draw(task_runs: list, rows: pd.DataFrame, size: int, seed: int) -> list[Sampled]:
     """The sample: ``size`` planned units with rows in the release, stratified over the
     tasks' kinds (:func:`stratified_sample`)."""
-    present = set(rows["unit"])
+    present = set(zip(rows["task"].astype(str), rows["unit"].astype(str)))
     strata: dict[str, list[Sampled]] = defaultdict(list)
     for task_run in task_runs:
         for unit in task_run.plan().units:
-            if unit.id in present:
+            if (task_run.task.name, unit.id) in present:
                 strata[task_run.kind.name].append(Sampled(task_run.task.name, task_run.kind.name, unit))
     return stratified_sample(strata, size, seed)
 
@@ -368,13 +384,13 @@ def compare(sample: list[Sampled], task_runs: list, rows: pd.DataFrame, recomput
     """One row per published or recomputed row of the sampled units, paired by unit,
     metric and cell (:func:`_judge`); ``recomputed`` maps a task to its run's rows."""
     runs = {tr.task.name: tr for tr in task_runs}
-    published_units = by_unit(rows)
+    published_units = by_task_unit(rows)
     out = []
     for s in sample:
         task_run = runs[s.task]
         columns = ["seed", *task_run.kind.columns]
         metrics = {m.label: m.build() for m in task_run.task.metrics}
-        published = published_units[s.unit.id]
+        published = published_units[s.task, s.unit.id]
         mine = recomputed.get(s.task, pd.DataFrame({"unit": []}))
         pub, rec = _keyed(published, columns), _keyed(mine[mine["unit"] == s.unit.id], columns)
         index = {key: i for key, i in zip(pub, published.index)}
@@ -406,8 +422,8 @@ def metric_table(table: pd.DataFrame) -> str:
         rules = group["rule"].value_counts()
         rule = rules.index[0] if len(rules) == 1 else "; ".join(f"{r} ({n} rows)" for r, n in rules.items())
         outside = group[~group["within"]]
-        lines.append([metric, rule, group["unit"].nunique(), len(group), _number(group["delta"].max()),
-                      len(outside), outside["unit"].nunique()])
+        lines.append([metric, rule, unit_count(group), len(group), _number(group["delta"].max()),
+                      len(outside), unit_count(outside)])
     return tabulate(lines, headers=["metric", "rule", "units", "rows", "max |Δ|", "rows outside", "units outside"],
                     tablefmt="simple", disable_numparse=True)
 
@@ -502,8 +518,8 @@ class Audit:
 
     def units(self, within: bool) -> int:
         """How many recomputed units agree (``within``: every row within tolerance) or do not."""
-        outside = set(self.table.loc[~self.table["within"].astype(bool), "unit"])
-        return len(outside) if not within else self.table["unit"].nunique() - len(outside)
+        outside = unit_count(self.table[~self.table["within"].astype(bool)])
+        return outside if not within else unit_count(self.table) - outside
 
 
 def audit(tasks_file: Path, rows: pd.DataFrame, source: Path, size: int, seed: int, registry, quiet: bool,
@@ -541,12 +557,13 @@ def recompute(runner, task_runs: list, rows: pd.DataFrame, sample: list[Sampled]
     other unit of their tasks (:func:`store_release`); returns the recomputed rows by task."""
     ids = frozenset(s.unit.id for s in sample)
     names = sorted({s.task for s in sample})
-    store_release([tr for tr in task_runs if tr.task.name in names], rows, ResultStore(runner.store.root), ids)
+    store_release([tr for tr in task_runs if tr.task.name in names], rows, ResultStore(runner.store.root),
+                  frozenset((s.task, s.unit.id) for s in sample))
     runner.stats.failures.clear()  # planning failures are findings already; what remains are the run's own
     runner.only = names
     with torch_threads(published_threads(rows, ids)):
         runner.run()
-    return {name: runner.store.load(name, units=list(ids)) for name in names}
+    return {name: runner.store.load(name, units=[s.unit.id for s in sample if s.task == name]) for name in names}
 
 
 def _print_findings(release: Path, tasks_file: Path, findings: list[str], checked: str) -> None:
@@ -574,9 +591,9 @@ def _print_comparison(table: pd.DataFrame, stats) -> bool:
     print(f"\n{RULES}")
     outside = table[~table["within"]]
     if len(outside):
-        print(f"\n{outside['unit'].nunique()} of {_count(table['unit'].nunique(), 'unit')} ({len(outside)} of "
+        print(f"\n{unit_count(outside)} of {_count(unit_count(table), 'unit')} ({len(outside)} of "
               f"{_count(len(table), 'row')}) fall outside tolerance:\n")
         print(outside_table(table))
     else:
-        print(f"\nall {_count(table['unit'].nunique(), 'unit')} ({_count(len(table), 'row')}) within tolerance.")
+        print(f"\nall {_count(unit_count(table), 'unit')} ({_count(len(table), 'row')}) within tolerance.")
     return outside.empty and not table.empty

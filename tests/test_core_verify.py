@@ -102,6 +102,32 @@ def test_a_tampered_published_value_is_outside_tolerance_and_exits_1(release, cl
     assert "0.01" in line and line.split()[-2:] == ["1", "1"]  # max |Δ| 0.01; one row, one unit outside
 
 
+def test_a_unit_two_tasks_plan_is_compared_with_its_own_tasks_rows(cli_main, write_yaml, monkeypatch, tmp_path,
+                                                                  capsys):
+    """Two tasks of the same grid plan the same unit ids (an id digests the inputs, not
+    the task): each recomputed unit is paired with its own task's published rows, and the
+    other task's copy is stored as published, not recomputed. Before, the rows of both
+    tasks were paired with one recomputation and half read as missing."""
+    monkeypatch.setattr("relbench.unit_store.git_revision", lambda: "abc1234")
+    twice = TASKS.split("  - name: quality")[0] + TASKS.split("tasks:\n")[1].split("  - name: quality")[0].replace(
+        "name: blobs", "name: blobs-again")
+    path = write_yaml(twice)
+    (tmp_path / ".gitignore").write_text("results/\ncache/\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "tasks.yaml", ".gitignore")
+    _git(tmp_path, "commit", "-qm", "tasks")
+    assert cli_main(["run", str(path), "-q", "--no-leaderboard"]) == 0
+    assert cli_main(["publish", str(path)]) == 0
+    rows = pd.read_parquet(tmp_path / "leaderboards" / RELEASE)
+    shared = rows.groupby("unit")["task"].nunique()
+    assert (shared == 2).all() and len(shared) == 8  # every unit is planned by both tasks
+    capsys.readouterr()
+    assert _verify(cli_main, path, "--sample", "16") == 0
+    out = capsys.readouterr().out
+    assert "recomputed 16 units from scratch" in out
+    assert f"all 16 units ({len(rows)} rows) within tolerance" in out
+
+
 def test_a_row_of_a_dirty_revision_and_a_missing_unit_are_integrity_findings(release, cli_main, capsys):
     path, table = release
     rows = pd.read_parquet(table)
