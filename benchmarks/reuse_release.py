@@ -1,6 +1,7 @@
 """What a contributor pays to rank a new similarity against the release: `relbench run
 TASKS --reuse RELEASE` on the default suite with one toy similarity added to every grid
-that lists similarities.
+that lists similarities, or (``--in KEY``) to the lists of the tasks file that grids
+share, as a contributor adds a method to the main table's grids with one line.
 
 The toy similarity (``bench-signed-cosine``, the sign of the cosine projection, written
 to a temporary module and loaded with ``--plugin``) is added to a copy of the tasks file
@@ -23,7 +24,7 @@ units than the toy similarity's: both would time a recomputation of the suite, n
 reuse.
 
     python benchmarks/reuse_release.py [tasks.yaml] [--release leaderboards/results.parquet] [-j N]
-        [--verify-sample N]
+        [--in KEY]... [--verify-sample N]
 """
 
 from __future__ import annotations
@@ -70,15 +71,27 @@ def relbench_similarities():
 '''
 
 
-def with_toy(tasks: Path) -> tuple[Path, int]:
+def with_toy(tasks: Path, lists: list[str]) -> tuple[Path, int]:
     """A copy of ``tasks`` beside it (a hidden file, so that its relative paths mean
-    what they mean there) with the toy similarity added to every task grid that lists
-    similarities, and how many grids got it."""
+    what they mean there) with the toy similarity added, and how many grids got it: to
+    the top-level lists named in ``lists`` (e.g. ``x-core-similarities``: every grid that
+    names one through a YAML alias gets it, as a contributor's one-line edit does), or,
+    without ``lists``, to every task grid that lists similarities."""
     suite = yaml.safe_load(tasks.read_text(encoding="utf-8"))
     grids = [t["grid"] for t in suite.get("tasks", []) if isinstance(t.get("grid"), dict)
              and isinstance(t["grid"].get("similarities"), list)]
-    for grid in grids:
-        grid["similarities"] = [*grid["similarities"], TOY]  # a new list: grids may share one (a YAML alias)
+    if lists:
+        missing = [key for key in lists if not isinstance(suite.get(key), list)]
+        if missing:
+            sys.exit(f"error: {tasks} has no top-level list {', '.join(missing)} (--in names a list of similarities "
+                     f"that grids alias, e.g. x-core-similarities)")
+        shared = [suite[key] for key in lists]
+        grids = [g for g in grids if any(g["similarities"] is lst for lst in shared)]
+        for lst in shared:
+            lst.append(TOY)  # in place: the aliasing grids hold this very list
+    else:
+        for grid in grids:
+            grid["similarities"] = [*grid["similarities"], TOY]  # a new list: grids may share one (a YAML alias)
     fd, name = tempfile.mkstemp(prefix=".reuse-bench-", suffix=".yaml", dir=tasks.parent)
     with open(fd, "w", encoding="utf-8") as out:
         out.write(yaml.safe_dump(suite, sort_keys=False))
@@ -146,6 +159,9 @@ def main() -> None:
     parser.add_argument("tasks", nargs="?", default="tasks.yaml", type=Path)
     parser.add_argument("--release", type=Path, default=Path("leaderboards/results.parquet"))
     parser.add_argument("-j", "--jobs", default="1", help="worker processes of the timed run (default 1)")
+    parser.add_argument("--in", dest="lists", action="append", default=[], metavar="KEY",
+                        help="add the toy to this top-level list of the tasks file (repeatable; e.g. "
+                             "x-core-similarities): the grids that alias it get it; default: every grid")
     parser.add_argument("--verify-sample", type=int, default=2, metavar="N",
                         help="units `relbench verify` recomputes from the bundle (default 2; 0: no verify, no merge)")
     args = parser.parse_args()
@@ -155,7 +171,7 @@ def main() -> None:
     (folder / f"{TOY_MODULE}.py").write_text(TOY_SOURCE, encoding="utf-8")
     sys.path.insert(0, str(folder))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))}
-    copy, grids = with_toy(tasks)
+    copy, grids = with_toy(tasks, args.lists)
     try:
         added = sum(map(len, planned(copy, TOY_MODULE).values())) - units
         print(f"{tasks}: {units} units in the release {release}; {TOY} added to {grids} grids adds {added} units")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from relbench.reuse import ORIGIN, RELEASE_STATEMENT, origin_marks, read_release
 from relbench.run_summary import RunSummary, accounting
@@ -235,3 +236,25 @@ def test_a_tuning_record_survives_the_flat_release_table():
     split = back.assign(extra=[{**back["extra"].iloc[0], "tuned": {**tuned, "parameters": {
         "similarity": {"threshold_quantile": entry}, "stitcher": {"weight_decay": {**entry, "chosen": 0.1}}}}}])
     assert protocol_section(task, split) == text
+
+
+def test_the_benchmark_adds_the_toy_to_a_shared_list_and_only_the_grids_that_alias_it(tmp_path):
+    sys.path.insert(0, str(TESTS.parent / "benchmarks"))
+    try:
+        import reuse_release as bench
+    finally:
+        sys.path.remove(str(TESTS.parent / "benchmarks"))
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("x-main: &main [cosine, l1]\ntasks:\n"
+                     "  - {name: a, grid: {similarities: *main}}\n"
+                     "  - {name: b, grid: {similarities: *main}}\n"
+                     "  - {name: c, grid: {similarities: [cosine]}}\n")
+    copy, grids = bench.with_toy(tasks, ["x-main"])
+    suite = yaml.safe_load(copy.read_text())
+    assert grids == 2 and [t["grid"]["similarities"] for t in suite["tasks"]] == [
+        ["cosine", "l1", bench.TOY], ["cosine", "l1", bench.TOY], ["cosine"]]
+    copy, grids = bench.with_toy(tasks, [])
+    suite = yaml.safe_load(copy.read_text())
+    assert grids == 3 and all(t["grid"]["similarities"][-1] == bench.TOY for t in suite["tasks"])
+    with pytest.raises(SystemExit, match="no top-level list x-other"):
+        bench.with_toy(tasks, ["x-other"])

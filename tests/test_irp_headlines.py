@@ -118,3 +118,36 @@ def test_scale_meaning_states_the_headline():
     text = kind.meaning(kind.headline(scale_rows()), "higher")
     assert "relu · irp · α = 10" in text and "0.750" in text and "unscaled" in text
     assert kind.meaning(None, "higher").startswith("A curve that stays flat")
+
+
+def _with_absolute(rows: pd.DataFrame, value: float = 0.0) -> pd.DataFrame:
+    """``rows`` with the untranslated cosine of every (seed, selector, source, target)."""
+    cells = rows.drop_duplicates(["seed", "selector", "source", "target"])
+    absolute = cells.assign(metric="absolute_cosine", omega=np.nan, delta=np.nan,
+                            value=[value + 0.001 * s for s in cells["seed"]])
+    return pd.concat([rows, absolute], ignore_index=True)
+
+
+def test_claim_rows_are_irp_at_the_validation_chosen_cell_beside_no_translation():
+    rows = _with_absolute(quality_rows())
+    claimed = TranslationQuality().claim_rows(rows)
+    assert set(claimed["metric"]) == {"reconstruction_cosine"}  # both sides under one metric
+    assert (claimed["source"] != claimed["target"]).all()  # inter-space pairs only
+    irp = claimed[(claimed["translation"] == "irp") & (claimed["selector"] == "b")]
+    assert set(zip(irp["omega"], irp["delta"])) == {(2, 0.5)}  # chosen on validation, not the test's (1, 0.8)
+    assert len(irp) == 2 * 2  # two seeds × the two inter-space pairs
+    none = claimed[(claimed["translation"] == "none") & (claimed["selector"] == "b")]
+    assert len(none) == 4 and none["value"].max() < 0.01
+    assert TranslationQuality().claim_rows(_with_absolute(quality_rows(validation=False))).empty
+
+
+def test_a_claim_that_irp_beats_no_translation_is_paired_on_the_pairs_and_holds():
+    from relbench.claims import claims_section
+
+    rows = _with_absolute(quality_rows())
+    claim = {"claim": "IRP reconstructs better than no translation", "metric": "reconstruction_cosine",
+             "better": {"selector": "b", "translation": "irp"}, "worse": {"selector": "b", "translation": "none"}}
+    text = claims_section(TranslationQuality(), rows, [claim], {})
+    line = next(ln for ln in text.splitlines() if ln.startswith("- IRP reconstructs"))
+    assert "**holds**" in line and "advantage +0.655" in line  # (0.65, 0.66) against (0.000, 0.001) by seed
+    assert "paired on the 2 target/source values both sides have" in line

@@ -21,6 +21,8 @@ METRICS = ("reconstruction_cosine", "condition_number", "anchors_kept")
 #: the accuracy of the target's own head on the translated test embeddings (Figure 6, right)
 ACCURACY = "translated_accuracy"
 SINGULAR = "irp_singular_anchor_sets"
+#: the column a claim names to compare IRP's translation with none (:meth:`TranslationQuality.claim_rows`)
+TRANSLATION, TRANSLATED, UNTRANSLATED = "translation", "irp", "none"
 #: the prefix of metrics measured on the validation part (where the best (ω, δ) is chosen)
 VALIDATION = "validation_"
 SETTINGS = ("intra", "inter")
@@ -214,6 +216,28 @@ class TranslationQuality(TaskKind):
         return {"metric": METRICS[0], "best": f"{selector} · ω = {int(cell['omega'])} · δ = {cell['delta']:g}",
                 "score": float(score["mean"]), "std": float(score["std"]),
                 "interval": (float(score["low"]), float(score["high"])), "reference": float(reference)}
+
+    def claim_rows(self, results: pd.DataFrame) -> pd.DataFrame:
+        """What a claim compares (Maiorca et al. Table 1: a translated space against the
+        untranslated one): per selector, the test ``reconstruction_cosine`` of every
+        inter-space pair (source ≠ target) at the (ω, δ) chosen on the validation part
+        (the page's per-pair table), with ``translation = irp``, and the untranslated
+        cosine of the same pairs where widths agree (``absolute_cosine``), under the same
+        metric name with ``translation = none``. A claim ``better: {translation: irp}``,
+        ``worse: {translation: none}`` is then paired on (target, source) and seed. No
+        rows without a validation part (nothing is chosen on test data)."""
+        d = _prepared(results)
+        d = d[d["setting"] == "inter"]
+        marks = directions(d)
+        sides = []
+        for _, g in d.groupby("selector", sort=False):
+            best = _chosen(g, marks)
+            if best is None:
+                continue
+            irp = g[(g["metric"] == METRICS[0]) & (g["omega"] == best["omega"]) & (g["delta"] == best["delta"])]
+            none = g[g["metric"] == "absolute_cosine"].assign(metric=METRICS[0], direction=marks[METRICS[0]])
+            sides += [irp.assign(**{TRANSLATION: TRANSLATED}), none.assign(**{TRANSLATION: UNTRANSLATED})]
+        return pd.concat(sides) if sides else results.iloc[:0].assign(**{TRANSLATION: None})
 
     def meaning(self, headline: dict | None, direction: str) -> str:
         """The headline in translation terms: the cosine IRP reaches into another space
