@@ -694,7 +694,8 @@ def _task(raw: Any, defaults: dict, registry: Registry, where: _Where) -> Task:
         for side in ("better", "worse"):
             _expect(entry[side], dict, ewhere.child(side, entry),
                     "a mapping of column values, e.g. {stitcher: relative}")
-            _check_keys(entry[side], columns, ewhere.child(side, entry), f"claim filter (task kind {kind.name!r})")
+            _check_keys(entry[side], columns | set(kind.cls.claim_columns), ewhere.child(side, entry),
+                        f"claim filter (task kind {kind.name!r})")
         if entry.get("measure", "score") not in ("score", "achievable"):
             raise ewhere.child("measure", entry).error("expected `score` or `achievable`.")
         if entry.get("test", CLAIM_TESTS[0]) not in CLAIM_TESTS:

@@ -994,6 +994,9 @@ class TaskKind(Plugin, ABC):
     #: than the method (stitching: the encoder pair): a claim compares its two sides on
     #: the values of these columns, and the seeds, that both sides were measured on
     paired_on: ClassVar[tuple[str, ...]] = ()
+    #: columns that only :meth:`claim_rows` adds (beside :attr:`columns`), which a claim
+    #: of the tasks file may filter on
+    claim_columns: ClassVar[tuple[str, ...]] = ()
     #: typed columns every row of a unit carries besides :attr:`columns` (name → type),
     #: fixed per unit and written by the kind; pages read them as columns
     row_fields: ClassVar[dict[str, type]] = {}

@@ -105,3 +105,14 @@ def test_a_claims_paper_and_a_published_entrys_differs_are_text(registry, write_
     assert "tasks.yaml:16" in msg and "tasks[0].claims[0].paper" in msg and "expected a string" in msg
     msg = _error(registry, write_yaml, GOOD + entry % "{epochs: 5}")
     assert "tasks.yaml:16" in msg and "tasks[0].published[0].differs" in msg and "expected a string" in msg
+
+
+def test_a_claim_may_filter_on_the_columns_a_kinds_claim_rows_add(registry, write_yaml):
+    quality = ("suite: {seeds: [0]}\ntasks:\n  - name: q\n    kind: translation-quality\n    dataset: toy-blobs\n"
+               "    encoders: [{name: toy-rotated, label: a}, {name: toy-rotated, label: b, params: {seed: 2}}]\n"
+               "    grid: {selectors: [random]}\n"
+               "    claims:\n      - {claim: x, better: {translation: irp}, worse: {translation: none}}\n")
+    suite = load_suite(write_yaml(quality), registry)
+    assert suite.tasks[0].claims[0]["better"] == {"translation": "irp"}
+    msg = _error(registry, write_yaml, quality.replace("worse: {translation", "worse: {translaton"))
+    assert "'translaton'" in msg and "did you mean 'translation'" in msg

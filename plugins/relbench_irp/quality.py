@@ -85,6 +85,7 @@ class TranslationQuality(TaskKind):
     #: the board draws each (ω, δ) and metric's source × target matrix
     matrix_axes: ClassVar[tuple[str, ...]] = ("source", "target")
     paired_on: ClassVar[tuple[str, ...]] = ("target", "source")  # claims pair their sides on these
+    claim_columns: ClassVar[tuple[str, ...]] = (TRANSLATION,)  # irp or none (claim_rows)
     axes: ClassVar[dict[str, Axis]] = {"selectors": Axis("selector")}
     omegas: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
     deltas: list[float] = field(default_factory=lambda: [0.5, 0.6, 0.65, 0.7, 0.75, 0.8])
