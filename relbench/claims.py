@@ -147,7 +147,7 @@ def claims_section(kind: TaskKind, df: pd.DataFrame, claims: list[dict], metrics
     claims (see the module docstring). ``metrics``: the task's metric plugins by label,
     to rescore the stored per-sample predictions."""
     scored = kind.claim_rows(df)
-    direction = directions(df)
+    direction = {**directions(df), **directions(scored)}  # claim rows may add metrics of their own
     names = [m for m in pd.unique(df["metric"]) if m != "error"]
     entries: list[tuple[dict, str | Tested, str | None]] = []  # (claim, its line or test, its verdict)
     for claim in claims:

@@ -151,3 +151,38 @@ def test_the_experiments_task_trains_as_the_regularizer_tasks_do():
         relative = source.grid["stitchers"][0].params
         kind = task.kind.build()
         assert (kind.epochs, kind.lr, kind.batch_size) == (relative["epochs"], relative["lr"], relative["batch_size"])
+
+
+def _quantile_rows() -> "pd.DataFrame":
+    """Two seeds of one encoder's relative space: ``topological`` with quantiles 1, 2, 3 and
+    mean 2 (spread (3 − 1) / 2 = 1.0), ``adapter`` with 1, 3, 5 and mean 4 (1.0 as well)
+    on seed 0, 1, 4, 7 and mean 4 (1.5) on seed 1."""
+    import pandas as pd
+
+    rows = []
+    values = {("topological", 0): (1, 2, 3, 2), ("topological", 1): (1, 2, 3, 2),
+              ("adapter", 0): (1, 3, 5, 4), ("adapter", 1): (1, 4, 7, 4)}
+    for (regularizer, seed), (q10, q50, q90, mean) in values.items():
+        cell = dict(unit=f"{regularizer}{seed}", seed=seed, encoder="a", selector="random", similarity="cosine",
+                    regularizer=regularizer, space="relative", status="ok", direction="neutral")
+        for metric, value in (("death_time_q10", q10), ("death_time_q50", q50), ("death_time_q90", q90),
+                              ("death_time_mean", mean), ("death_time_std", 1.0)):
+            rows.append({**cell, "metric": metric, "value": float(value)})
+    return pd.DataFrame(rows)
+
+
+def test_claim_rows_are_the_relative_spread_lower_is_better():
+    claimed = DeathTimes().claim_rows(_quantile_rows()).set_index(["regularizer", "seed"])
+    assert set(claimed["metric"]) == {"death_time_spread"} and set(claimed["direction"]) == {"lower"}
+    assert claimed["value"].to_dict() == {("topological", 0): 1.0, ("topological", 1): 1.0, ("adapter", 0): 1.0,
+                                          ("adapter", 1): 1.5}
+    assert DeathTimes().claim_rows(_quantile_rows().query("metric != 'death_time_mean'")).empty
+
+
+def test_a_narrower_distribution_wins_a_claim_in_the_lower_direction():
+    from relbench.claims import claims_section
+
+    claim = {"claim": "densification narrows", "metric": "death_time_spread",
+             "better": {"regularizer": "topological"}, "worse": {"regularizer": "adapter"}, "margin": 0.0}
+    line = claims_section(DeathTimes(), _quantile_rows(), [claim], {}).splitlines()[-1]
+    assert "(death_time_spread ↓)" in line and "advantage +0.250" in line  # 1.25 − 1.0, lower is better

@@ -14,6 +14,8 @@ from relbench.api import (Axis, Page, ResultRow, Task, TaskKind, TaskRunAPI, Uni
 from relbench_topology.death_times import grouped_death_times, quantile_metric
 
 pd = deferred_import("pandas")
+#: the metric of :meth:`DeathTimes.claim_rows`: a distribution's relative spread
+SPREAD = "death_time_spread"
 torch = deferred_import("torch")
 
 FIGURE = "death_times.png"
@@ -156,6 +158,22 @@ class DeathTimes(TaskKind):
             ax.legend(fontsize=7)
         fig.tight_layout()
         save_figure(fig, path)
+
+    def claim_rows(self, results: pd.DataFrame) -> pd.DataFrame:
+        """What a claim compares: per stored cell (unit, seed and columns), the relative
+        spread of its death times, ``death_time_spread`` ↓ = (highest reported quantile −
+        lowest) / mean: a narrower distribution (the poster's figure) without the scale,
+        which an adapter changes. No rows for cells without two quantiles and a mean."""
+        ok = results[(results["status"] == "ok") & results["metric"].str.startswith("death_time_")]
+        keys = ["unit", "seed", *self.columns]
+        quantiles = sorted(m for m in set(ok["metric"]) if m.startswith("death_time_q"))
+        if len(quantiles) < 2 or "death_time_mean" not in set(ok["metric"]):
+            return results.iloc[:0]
+        wide = ok.pivot_table(index=keys, columns="metric", values="value", aggfunc="first")
+        spread = (wide[quantiles[-1]] - wide[quantiles[0]]) / wide["death_time_mean"]
+        first = ok.drop_duplicates(keys).set_index(keys)
+        rows = first.loc[spread.index].assign(metric=SPREAD, direction="lower", value=spread.to_numpy())
+        return rows.reset_index()[[c for c in results.columns if c in rows.reset_index().columns]]
 
     def meaning(self, headline: dict | None, direction: str) -> str:
         """How to read the page: densification narrows the distribution around β."""
