@@ -439,12 +439,14 @@ def submitted_lines(bundle: Bundle, receipt: dict, task_runs: list) -> dict[str,
     plan's id, displayed key and inputs), its rows marked with the bundle's origin and
     verification (:data:`~relbench.reuse.VERIFIED`)."""
     planned = {tr.task.name: {u.id: u for u in tr.plan().units} for tr in task_runs}
+    kinds = {tr.task.name: tr.kind for tr in task_runs}
     created = datetime.datetime.fromisoformat(bundle.manifest.get("created", "1970-01-01T00:00:00+00:00"))
     lines: dict[str, dict[str, dict]] = {}
     for task, rows in bundle.rows.groupby("task", sort=False):
         for uid, group in by_unit(nested(rows)).items():
             unit = planned[task][uid]
-            marked = [{**row, VERIFIED: verification_text(receipt)} for row in stored_rows(group, bundle.origin)]
+            marked = [{**row, VERIFIED: verification_text(receipt)} for row in
+                      stored_rows(group, kinds[task], bundle.origin)]
             lines.setdefault(str(task), {})[uid] = {"unit": uid, "key": unit.display, "inputs": unit.inputs,
                                                     "run": str(group["run"].iloc[0]), "time": created.timestamp(),
                                                     "rows": marked}

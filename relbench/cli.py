@@ -47,6 +47,11 @@ def auto_jobs(cores: int | None = None, available: int | None = None) -> int:
     return max(1, min(cores, available // WORKER_BYTES))
 
 
+def _workers(jobs: int) -> int:
+    """A ``-j`` value as a count of worker processes (0: one per CPU core)."""
+    return jobs if jobs > 0 else (os.cpu_count() or 1)
+
+
 def _jobs(text: str) -> int:
     if text == "auto":
         return auto_jobs()
@@ -122,7 +127,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
                      help="run tasks in N worker processes (0: one per CPU core; auto: one per core, as many as "
                           "the available memory holds at 2.5 GB each); a task waits while a running one encodes "
-                          "an embedding it reads, so each is computed once; idle cores go to the running workers (default 1; `make run` uses auto)")
+                          "an embedding it reads, so each is computed once; idle cores go to the running workers; the pages "
+                          "after the run are drawn N at once (default 1; `make run` uses auto)")
     run.add_argument("--threads", type=_positive, metavar="N",
                      help="compute with exactly N torch threads (in each -j worker), never sharing idle cores, so "
                           "that every row names the thread count its sums were split over and can be recomputed "
@@ -166,6 +172,9 @@ def _parser() -> argparse.ArgumentParser:
                          "marked submitted with their verification result; only a bundle that `relbench verify "
                          "BUNDLE` found to agree (its receipt beside it) is taken, and nothing is stored "
                          "(repeatable; a unit the store holds shows the store's rows)")
+    lb.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
+                    help="draw N pages at once, each in a worker process (0 or auto as for `relbench run`; "
+                         "default 1); the pages are the same whatever N")
     lb.add_argument("--release", type=Path, nargs="?", const=RELEASE_DEFAULT, metavar="FILE",
                     help="with --html: draw the board from a release's results table instead of the results store "
                          "(default FILE: results.parquet in leaderboards/ at the top of the checkout holding the "
@@ -181,6 +190,9 @@ def _parser() -> argparse.ArgumentParser:
     publish.add_argument("--output", type=Path, help="results directory (overrides the tasks file)")
     publish.add_argument("--to", type=Path, help="release folder (default: leaderboards/ at the top of the checkout "
                                                  "holding the tasks file)")
+    publish.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
+                         help="draw N pages at once, each in a worker process (0 or auto as for `relbench run`; "
+                              "default 1); the pages are the same whatever N")
 
     release = sub.add_parser("release", help="the whole release in one command: the suite from scratch at a clean "
                                              "revision, then published",
@@ -387,7 +399,7 @@ def _run(args, registry) -> int:
     if args.address and executor != "ray":
         raise UserError("--address names a Ray cluster; it goes with `--executor ray` (or `executor: ray` in the "
                         "tasks file's suite:).")
-    jobs = args.jobs if args.jobs > 0 else (os.cpu_count() or 1)
+    jobs = _workers(args.jobs)
     if args.threads:
         if executor == "ray":
             raise UserError("--threads fixes the thread count of this machine's processes; Ray's workers choose "
@@ -446,7 +458,7 @@ def _report(args, runner, summary, code: int | None) -> int:
         print(interrupted(summary, runner.store.root), file=sys.stderr)
         return code
     if not args.no_leaderboard:
-        _render(runner, runner.suite.leaderboards, args.quiet)
+        _render(runner, runner.suite.leaderboards, args.quiet, jobs=_workers(args.jobs))
     if summary.failures:
         print(failure_list(summary), file=sys.stderr)
     return code or (EXIT_FAILURES if summary.failures else EXIT_OK)
@@ -486,18 +498,18 @@ def _release_table(suite) -> Path:
 
 
 def _render(runner, leaderboards: Path, quiet: bool, redraw: bool = False, release: dict | None = None,
-            store=None) -> None:
+            store=None, jobs: int = 1) -> None:
     """Pages of every task of the suite from the store (``store`` when given: the runner's
     store with submitted bundles, :class:`relbench.bundle.WithSubmitted`), current
     identities only (unchanged pages are kept unless ``redraw``; a complete page is never
-    replaced by a partial one)."""
+    replaced by a partial one), ``jobs`` at once."""
     from relbench.leaderboard import render
 
     runner.only = None
     plans = runner.plans()
     current = {tr.task.name: [u.id for u in tr.plan().units] for tr in plans}
     drawn = render(store or runner.store, leaderboards, [tr.task for tr in plans], current, redraw, release,
-                   runner.suite.smoke)[1:]
+                   runner.suite.smoke, jobs)[1:]
     _say(quiet, f"wrote {len(drawn)} changed pages to {leaderboards} ({len(plans) - len(drawn)} kept)")
 
 
@@ -600,7 +612,7 @@ def _cmd_leaderboard(args, registry) -> int:
         store, merged = included(args.include, runner.plans(), runner.store, str(args.tasks))
         for line in merged:
             _say(False, line)
-    _render(runner, leaderboards, quiet=False, redraw=True, store=store)
+    _render(runner, leaderboards, quiet=False, redraw=True, store=store, jobs=_workers(args.jobs))
     return EXIT_OK
 
 
@@ -668,7 +680,7 @@ def _cmd_publish(args, registry, revision: str | None = None) -> int:
     release["row_revisions"] = publish.stored(runner)
     if revision is not None:
         publish.one_revision(release["row_revisions"], revision, runner.store.root)
-    _render(runner, folder, quiet=False, redraw=True, release=release)
+    _render(runner, folder, quiet=False, redraw=True, release=release, jobs=_workers(args.jobs))
     site = publish.site(runner, folder)
     print(f"published the release of {release['tasks']} at {release['revision']} into {folder} (interactive "
           f"board: {site / 'index.html'})")
@@ -704,7 +716,8 @@ def _cmd_release(args, registry) -> int:
     publish.checkout(args.tasks, folder)  # nothing was committed or edited meanwhile
     if code_revision() != code:
         raise UserError(f"the checkout moved from {code} during the run; release again from one revision.")
-    status = _cmd_publish(argparse.Namespace(tasks=args.tasks, output=store, to=folder), registry, revision=code)
+    status = _cmd_publish(argparse.Namespace(tasks=args.tasks, output=store, to=folder, jobs=args.jobs), registry,
+                          revision=code)
     if status == EXIT_OK and args.tag:
         _say(False, f"tagged {publish.tag(root, checked['revision'])}")
     if status != EXIT_OK or not args.audit:

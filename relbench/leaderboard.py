@@ -46,6 +46,7 @@ from relbench.export import flatten, write
 from relbench.identity import fingerprint
 from relbench.interfaces import TaskKind
 from relbench.names import inside
+from relbench.page_pool import draw_pages
 from relbench.pages import INDEX, Page, arrow, directions, fmt, listing, table
 from relbench.progress import SMOKE
 from relbench.protocol import describe
@@ -484,7 +485,7 @@ def release_section(release: dict) -> str:
 
 
 def render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, list[str]],
-           redraw: bool = False, release: dict | None = None, smoke: bool = False) -> list[Path]:
+           redraw: bool = False, release: dict | None = None, smoke: bool = False, jobs: int = 1) -> list[Path]:
     """Write one page per task and the index; return the pages drawn (the index first
     when it was written).
 
@@ -496,11 +497,12 @@ def render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, 
     page drawn from a complete store is never replaced by a partial one
     (:class:`Holding`); a rendering that draws no page writes nothing. ``release``: the
     provenance of a release (:mod:`relbench.publish`); without it the index says the
-    pages are not one (``smoke``: that they are a smoke suite's). The folder is locked while it is written, so runs that share it
-    write it one after the other."""
+    pages are not one (``smoke``: that they are a smoke suite's). ``jobs``: pages drawn at
+    once, each in a worker process (:mod:`relbench.page_pool`). The folder is locked while
+    it is written, so runs that share it write it one after the other."""
     try:
         with folder_lock(out):
-            return _render(store, out, tasks, current, redraw, release, smoke)
+            return _render(store, out, tasks, current, redraw, release, smoke, jobs)
     except OSError as exc:
         raise OutputNotWritable(
             f"cannot write the leaderboards folder {out} ({exc.strerror or exc}); the results store is untouched and "
@@ -526,10 +528,10 @@ def folder_lock(folder: Path) -> Iterator[None]:
 
 
 def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str, list[str]],
-            redraw: bool, release: dict | None, smoke: bool) -> list[Path]:
+            redraw: bool, release: dict | None, smoke: bool, jobs: int) -> list[Path]:
     _remove_stale_pages(out, {task.name for task in tasks})
     manifest = _read_manifest(out)
-    entries, written, kept = {}, [], set()
+    entries, written, kept, work, digests = {}, [], set(), [], {}
     companions = companion_names(tasks)
     for task in tasks:
         plan = list(current.get(task.name, ()))
@@ -542,9 +544,12 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
             kept.add(task.name)  # a complete page of this plan stays until a complete store replaces it
         elif redraw or not (files_there and entry.get("digest") == digest and "cells" in entry
                             and (task.name not in companions or "matrix" in entry)):
-            entry = {"digest": digest, **_draw(store, out, task, units, held, task.name in companions)}
-            written.append(out / f"{task.name}.md")
+            work.append((store, out, task, units, held, task.name in companions))
+            digests[task.name] = digest
         entries[task.name] = entry
+    for (_, _, task, *_), drawn in zip(work, draw_pages(_draw, work, jobs)):
+        entries[task.name] = {"digest": digests[task.name], **drawn}
+        written.append(out / f"{task.name}.md")
     index = out / "README.md"
     before = {name for name in manifest if not name.startswith("_")}
     if not (written or release) and before == set(entries) and index.is_file() \

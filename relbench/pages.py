@@ -89,18 +89,25 @@ class Page:
         return link
 
 
+#: the salt of the element ids of every SVG figure (:func:`save_figure`)
+SVG_SALT = "relbench"
+
+
 def save_figure(fig, path: Path, dpi: int = 110) -> None:
     """Write a matplotlib figure as the PNG ``path`` and as SVG beside it (the same name
     with ``.svg``, its text kept as text: editable, searchable), creating the folder, and
-    close it. For figures a task kind draws during a run into
+    close it; the same figure gives the same bytes in any process. For figures a task kind
+    draws during a run into
     :meth:`relbench.results.ResultStore.figure_path`, which :meth:`Page.stored_figure`
     copies next to the page."""
     import matplotlib.pyplot as plt
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi)
-    with plt.rc_context({"svg.fonttype": "none"}):
-        fig.savefig(path.with_suffix(".svg"))
+    # the same figure gives the same bytes in any process: a fixed salt for the SVG's
+    # element ids (else random per process) and no date in its metadata
+    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": SVG_SALT}):
+        fig.savefig(path.with_suffix(".svg"), metadata={"Date": None})
     plt.close(fig)
 
 

@@ -117,21 +117,30 @@ def _parsed(text: str) -> Any:
         return None
 
 
-def stored_rows(group: pd.DataFrame, origin: str | None = None) -> list[dict]:
-    """A unit's release rows, :func:`nested`, as a store line holds them: without the
-    line's own fields (:data:`LINE_FIELDS`) and empty fields, each marked with ``origin``
-    (:data:`ORIGIN`) when given."""
+def stored_rows(group: pd.DataFrame, kind, origin: str | None = None) -> list[dict]:
+    """A unit's release rows, :func:`nested`, as a store line of ``kind`` holds them:
+    without the line's own fields (:data:`LINE_FIELDS`) and the empty fields the flat
+    table has for other tasks' columns, but with every field a computed row has, None
+    where empty (:func:`relbench.rows.row_keys`: a page reads its kind's columns whether
+    or not a unit uses them), each marked with ``origin`` (:data:`ORIGIN`) when given."""
+    from relbench.rows import row_keys
+
     marked = {ORIGIN: origin} if origin else {}
-    return [{k: v for k, v in r.items() if k not in LINE_FIELDS and not (pd.api.types.is_scalar(v) and pd.isna(v))}
-            | marked for r in group.to_dict("records")]
+    always = row_keys(kind)
+
+    def empty(v: Any) -> bool:
+        return pd.api.types.is_scalar(v) and pd.isna(v)
+
+    return [{k: v for k, v in r.items() if k not in LINE_FIELDS and not empty(v)}
+            | {k: None for k in always if empty(r.get(k))} | marked for r in group.to_dict("records")]
 
 
-def append_release_unit(store, task: str, unit, group: pd.DataFrame, origin: str | None = None) -> None:
-    """Append to ``store`` a line of ``task`` for the planned ``unit`` (under the plan's
-    id, displayed key and inputs) holding its release rows ``group`` (:func:`nested`;
-    :func:`stored_rows`), with the run id the release names for them."""
-    store.append(task, unit.id, stored_rows(group, origin), str(group["run"].iloc[0]), key=unit.display,
-                 inputs=unit.inputs)
+def append_release_unit(store, task_run, unit, group: pd.DataFrame, origin: str | None = None) -> None:
+    """Append to ``store`` a line of ``task_run``'s task for the planned ``unit`` (under
+    the plan's id, displayed key and inputs) holding its release rows ``group``
+    (:func:`nested`; :func:`stored_rows`), with the run id the release names for them."""
+    store.append(task_run.task.name, unit.id, stored_rows(group, task_run.kind, origin), str(group["run"].iloc[0]),
+                 key=unit.display, inputs=unit.inputs)
 
 
 @dataclass(frozen=True)
@@ -171,7 +180,7 @@ def reuse_release(task_runs: list, path: Path, store) -> Reused:
             fresh = [u for u in task_run.plan().units if u.id in published and u.id not in held]
             groups = by_unit(nested(mine[mine["unit"].isin({u.id for u in fresh})])) if fresh else {}
             for unit in fresh:
-                append_release_unit(store, name, unit, groups[unit.id], taken.origin)
+                append_release_unit(store, task_run, unit, groups[unit.id], taken.origin)
         count += len(fresh)
     return dataclasses.replace(taken, units=count)
 

@@ -56,6 +56,16 @@ def row_fields(kind: TaskKind) -> dict[str, type]:
     return dict(getattr(kind, "row_fields", {}))
 
 
+#: the fields every stored row has, empty or not (:func:`flat_row`), besides its kind's columns
+ROW_KEYS = ("task", "kind", "dataset", "seed", "metric", "value", "direction", "status", "error", "extra", "packages")
+
+
+def row_keys(kind: TaskKind) -> tuple[str, ...]:
+    """The fields every stored row of ``kind`` has, None where unused: :data:`ROW_KEYS`
+    and the kind's ``columns`` (:func:`flat_row` writes them all)."""
+    return (*ROW_KEYS, *kind.columns)
+
+
 def flat_row(task: Task, kind: TaskKind, r: ResultRow, display: dict[str, Any], inputs: dict[str, Any]) -> dict:
     """One stored row: task, kind, data set, seed, every column of the kind (None where
     unused), the metric, value, direction, status, error, extra and the packages of

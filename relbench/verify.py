@@ -116,7 +116,7 @@ def store_release(task_runs: list, rows: pd.DataFrame, store: ResultStore,
             if (name, unit.id) in leave_out:
                 continue
             if (name, unit.id) in published:
-                append_release_unit(store, name, unit, published[name, unit.id])
+                append_release_unit(store, task_run, unit, published[name, unit.id])
             else:
                 lacking.append((name, unit))
                 store.append(name, unit.id, [], STAND_IN_RUN, key=unit.display, inputs=unit.inputs)

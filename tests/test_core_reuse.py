@@ -74,6 +74,10 @@ def test_reused_rows_are_the_release_rows_nested_as_the_store_holds_them(release
     assert isinstance(mine["packages"].iloc[0], list) and mine["packages"].tolist() == theirs["packages"].tolist()
     assert mine["value"].tolist() == theirs["value"].tolist()
     assert mine["per_sample"].tolist() == theirs["per_sample"].tolist()  # gathered back into one record
+    # every field a computed row has, None where empty (a page reads its kind's unused columns too)
+    keys = [sorted(r) for ln in _lines(path.parent / "results", "blobs") for r in ln["rows"]]
+    reused = [sorted(set(r) - {ORIGIN}) for ln in _lines(tmp_path / "fresh", "blobs") for r in ln["rows"]]
+    assert reused == keys and "regularizer" in keys[0]
 
 
 def test_a_new_similarity_computes_only_its_own_units_and_is_marked_computed_locally(release, cli_main, capsys,
