@@ -158,7 +158,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("tasks", nargs="?", default="tasks.yaml", type=Path)
     parser.add_argument("--release", type=Path, default=Path("leaderboards/results.parquet"))
-    parser.add_argument("-j", "--jobs", default="1", help="worker processes of the timed run (default 1)")
+    parser.add_argument("-j", "--jobs", default="1",
+                        help="worker processes of the timed run, and pages drawn at once by it and the merge (default 1)")
     parser.add_argument("--in", dest="lists", action="append", default=[], metavar="KEY",
                         help="add the toy to this top-level list of the tasks file (repeatable; e.g. "
                              "x-core-similarities): the grids that alias it get it; default: every grid")
@@ -184,7 +185,7 @@ def main() -> None:
             sys.exit(f"error: {taken} units were taken from the release and {computed} computed, not {units} and "
                      f"the {added} of {TOY}: the release does not match the suite.")
         if args.verify_sample > 0:
-            contribute(copy, tasks, release, folder, args.verify_sample, env)
+            contribute(copy, tasks, release, folder, args.verify_sample, env, args.jobs)
     finally:
         copy.unlink()
     print(f"(results, bundle and pages in {folder})")
@@ -199,10 +200,12 @@ def step(what: str, args: list[str], env: dict[str, str]) -> str:
     return err
 
 
-def contribute(tasks: Path, original: Path, release: Path, folder: Path, sample: int, env: dict[str, str]) -> None:
+def contribute(tasks: Path, original: Path, release: Path, folder: Path, sample: int, env: dict[str, str],
+               jobs: str) -> None:
     """The rest of the contributor's path, timed: submit the toy's units of ``tasks`` (the
     copy with the toy), verify the bundle, and merge it into the pages of a maintainer's
-    store that holds ``release``'s rows of ``original`` and nothing else."""
+    store that holds ``release``'s rows of ``original`` and nothing else (drawn ``jobs``
+    pages at once, as the run's)."""
     bundle = folder / "toy.zip"
     step("relbench submit", ["submit", str(tasks), "--output", str(folder / "results"), "--to", str(bundle)], env)
     print(f"  bundle: {bundle.stat().st_size / 1e6:.1f} MB")
@@ -215,7 +218,7 @@ def contribute(tasks: Path, original: Path, release: Path, folder: Path, sample:
          env)
     err = step("maintainer: relbench leaderboard --include BUNDLE",
                ["leaderboard", str(tasks), "--output", str(folder / "maintainer"), "--leaderboards",
-                str(folder / "maintainer-boards"), "--include", str(bundle)], env)
+                str(folder / "maintainer-boards"), "--include", str(bundle), "-j", jobs], env)
     print("\n".join(f"  {line}" for line in err.splitlines() if bundle.name in line) or
           "  (the command named no bundle)")
 

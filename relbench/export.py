@@ -36,14 +36,18 @@ def flatten(df: pd.DataFrame) -> pd.DataFrame:
     column whose values mix types (an int in one row, a string in another) becomes text.
     Columns that are not expanded keep their order; the expanded ones follow, sorted.
     """
-    dict_cols = [c for c in df.columns if df[c].map(lambda v: isinstance(v, dict)).any()]
+    is_scalar, isna = pd.api.types.is_scalar, pd.isna  # bound once: called per value below
+    dict_cols = [c for c in df.columns if any(isinstance(v, dict) for v in df[c].to_numpy())]
     leaves: dict[str, list[Any]] = {}
-    for i, row in enumerate(df[dict_cols].itertuples(index=False)):
-        for col, value in zip(dict_cols, row):
-            if pd.api.types.is_scalar(value) and pd.isna(value):
+    for col in dict_cols:
+        for i, value in enumerate(df[col].to_numpy()):
+            if value is None or (not isinstance(value, dict) and is_scalar(value) and isna(value)):
                 continue  # this row has nothing under that column
             for name, leaf in _leaves(str(col), value):
-                leaves.setdefault(name, [None] * len(df))[i] = leaf
+                column = leaves.get(name)
+                if column is None:  # a column's list is made once (not once per leaf: rows × leaves lists)
+                    column = leaves[name] = [None] * len(df)
+                column[i] = leaf
     columns = {name: df[name] for name in df.columns if name not in dict_cols}
     columns.update((name, pd.Series(leaves[name], index=df.index, dtype=object)) for name in sorted(leaves))
     return pd.DataFrame({name: _uniform(col) for name, col in columns.items()}, index=df.index)
@@ -114,12 +118,13 @@ def _uniform(col: pd.Series) -> pd.Series:
     boolean type when every value allows it, text when the values mix types."""
     if col.dtype != object:
         return col
-    values = [v if pd.api.types.is_scalar(v) else json.dumps(v, default=_json_default) for v in col]
-    kinds = {_kind(v) for v in values if not pd.isna(v)} or {"none"}
+    is_scalar, isna = pd.api.types.is_scalar, pd.isna  # bound once: called per value below
+    values = [v if v is None or is_scalar(v) else json.dumps(v, default=_json_default) for v in col.to_numpy()]
+    kinds = {_kind(v) for v in values if v is not None and not isna(v)} or {"none"}
     if kinds == {"int", "float"}:
         kinds = {"float"}
     if len(kinds) > 1:
-        values, kinds = [v if pd.isna(v) else str(v) for v in values], {"str"}
+        values, kinds = [v if v is None or isna(v) else str(v) for v in values], {"str"}
     return pd.Series(values, index=col.index, name=col.name, dtype=_NULLABLE.get(kinds.pop(), object))
 
 

@@ -47,12 +47,11 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-@pytest.fixture
-def release(cli_main, write_yaml, monkeypatch, tmp_path):
-    """A tasks file committed in a checkout and its release, published from a complete
-    store at a clean revision: ``(tasks file, release table)``."""
+def _published(cli_main, write_yaml, monkeypatch, tmp_path, text: str) -> tuple[Path, Path]:
+    """The tasks ``text`` committed in a checkout at ``tmp_path`` and its release, published
+    from a complete store at a clean revision: ``(tasks file, release table)``."""
     monkeypatch.setattr("relbench.unit_store.git_revision", lambda: "abc1234")
-    path = write_yaml(TASKS)
+    path = write_yaml(text)
     (tmp_path / ".gitignore").write_text("results/\ncache/\n")
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", "tasks.yaml", ".gitignore")
@@ -60,6 +59,12 @@ def release(cli_main, write_yaml, monkeypatch, tmp_path):
     assert cli_main(["run", str(path), "-q", "--no-leaderboard"]) == 0
     assert cli_main(["publish", str(path)]) == 0
     return path, tmp_path / "leaderboards" / RELEASE
+
+
+@pytest.fixture
+def release(cli_main, write_yaml, monkeypatch, tmp_path):
+    """A tasks file committed in a checkout and its release (:func:`_published`)."""
+    return _published(cli_main, write_yaml, monkeypatch, tmp_path, TASKS)
 
 
 def _verify(cli_main, path: Path, *args: str) -> int:
@@ -108,17 +113,10 @@ def test_a_unit_two_tasks_plan_is_compared_with_its_own_tasks_rows(cli_main, wri
     the task): each recomputed unit is paired with its own task's published rows, and the
     other task's copy is stored as published, not recomputed. Before, the rows of both
     tasks were paired with one recomputation and half read as missing."""
-    monkeypatch.setattr("relbench.unit_store.git_revision", lambda: "abc1234")
     twice = TASKS.split("  - name: quality")[0] + TASKS.split("tasks:\n")[1].split("  - name: quality")[0].replace(
         "name: blobs", "name: blobs-again")
-    path = write_yaml(twice)
-    (tmp_path / ".gitignore").write_text("results/\ncache/\n")
-    _git(tmp_path, "init", "-q")
-    _git(tmp_path, "add", "tasks.yaml", ".gitignore")
-    _git(tmp_path, "commit", "-qm", "tasks")
-    assert cli_main(["run", str(path), "-q", "--no-leaderboard"]) == 0
-    assert cli_main(["publish", str(path)]) == 0
-    rows = pd.read_parquet(tmp_path / "leaderboards" / RELEASE)
+    path, table = _published(cli_main, write_yaml, monkeypatch, tmp_path, twice)
+    rows = pd.read_parquet(table)
     shared = rows.groupby("unit")["task"].nunique()
     assert (shared == 2).all() and len(shared) == 8  # every unit is planned by both tasks
     capsys.readouterr()
