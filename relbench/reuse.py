@@ -21,11 +21,14 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relbench import deferred
 from relbench.errors import UserError
 from relbench.export import gathered
+
+if TYPE_CHECKING:
+    from relbench.interfaces import TaskKind
 
 pd = deferred.load("pandas")
 
@@ -117,7 +120,7 @@ def _parsed(text: str) -> Any:
         return None
 
 
-def stored_rows(group: pd.DataFrame, kind, origin: str | None = None) -> list[dict]:
+def stored_rows(group: pd.DataFrame, kind: TaskKind, origin: str | None = None) -> list[dict]:
     """A unit's release rows, :func:`nested`, as a store line of ``kind`` holds them:
     without the line's own fields (:data:`LINE_FIELDS`) and the empty fields the flat
     table has for other tasks' columns, but with every field a computed row has, None

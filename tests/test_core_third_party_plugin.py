@@ -68,18 +68,20 @@ def test_installed_plugin_is_listed_and_runs_by_name(plugin_site, tmp_path):
     assert disabled.returncode == 2 and "unknown similarity 'gaussian-kernel'" in disabled.stderr
 
 
-def _committed(folder: Path, files: dict[str, str]) -> Path:
-    """``files`` committed in a git repository at ``folder``; without files, this working
-    tree's relbench and built-in plugins: a fresh clone whose rows name a clean revision
-    however this tree stands."""
-    for name, text in files.items():
-        (folder / name).write_text(text)
-    for part in () if files else ("relbench", "plugins"):
-        shutil.copytree(ROOT / part, folder / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "clone"]):
+def _commit(folder: Path) -> Path:
+    """Everything in ``folder`` committed in a git repository of its own."""
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "checkout"]):
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=folder, check=True,
                        capture_output=True)
     return folder
+
+
+def _clean_copy(folder: Path) -> Path:
+    """This working tree's relbench and built-in plugins, committed on their own: a fresh
+    clone whose rows name a clean revision however this tree stands."""
+    for part in ("relbench", "plugins"):
+        shutil.copytree(ROOT / part, folder / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return _commit(folder)
 
 
 def test_an_installed_similarity_reuses_the_release_submits_verifies_and_merges(plugin_site, tmp_path_factory):
@@ -87,10 +89,12 @@ def test_an_installed_similarity_reuses_the_release_submits_verifies_and_merges(
     package installed with pip, added to the release's tasks file, computes only its own
     units (the rest reused), shows in the main table, the summary export and the HTML
     board, and its bundle verifies and merges as submitted."""
-    checkout = _committed(tmp_path_factory.mktemp("checkout"), {"tasks.yaml": RELEASED_TASKS,
-                                                                 ".gitignore": "results/\ncache/\n"})
+    checkout = tmp_path_factory.mktemp("checkout")
     path = checkout / "tasks.yaml"
-    clone = _committed(tmp_path_factory.mktemp("clone"), {})
+    path.write_text(RELEASED_TASKS)
+    (checkout / ".gitignore").write_text("results/\ncache/\n")
+    _commit(checkout)
+    clone = _clean_copy(tmp_path_factory.mktemp("clone"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(clone), str(clone / "plugins"), str(plugin_site),
                                                          str(ROOT / "tests")]),
            "RELBENCH_PLUGINS": "toy_plugins", "RELBENCH_CACHE_DIR": str(checkout / "cache"),

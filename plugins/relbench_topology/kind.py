@@ -172,8 +172,8 @@ class DeathTimes(TaskKind):
         wide = ok.pivot_table(index=keys, columns="metric", values="value", aggfunc="first")
         spread = (wide[quantiles[-1]] - wide[quantiles[0]]) / wide["death_time_mean"]
         first = ok.drop_duplicates(keys).set_index(keys)
-        rows = first.loc[spread.index].assign(metric=SPREAD, direction="lower", value=spread.to_numpy())
-        return rows.reset_index()[[c for c in results.columns if c in rows.reset_index().columns]]
+        rows = first.loc[spread.index].assign(metric=SPREAD, direction="lower", value=spread.to_numpy()).reset_index()
+        return rows[[c for c in results.columns if c in rows.columns]]
 
     def meaning(self, headline: dict | None, direction: str) -> str:
         """How to read the page: densification narrows the distribution around β."""
