@@ -77,7 +77,7 @@ import re
 import stat
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -289,6 +289,8 @@ class _Reading:
     bytes: int = 0
     tasks: int = 0
     units: int = 0
+    #: per task read, the companion tasks its kind names and where its kind is written
+    companions: list[tuple[tuple[str, ...], _Where]] = field(default_factory=list)
 
 
 def _read_yaml(path: Path, reading: _Reading, refuse: Callable[[str], ConfigError]) -> Any:
@@ -792,7 +794,11 @@ def _collect_tasks(path: Path, raw: dict, registry: Registry, defaults: dict, re
             raise twhere.error(f"the suite holds more than {MAX_TASKS:,} tasks, the most one suite may hold (this "
                                f"file {len(raw['tasks']):,}); split it into smaller suites.")
         for i, raw_task in enumerate(raw["tasks"]):
-            tasks.append(_task(raw_task, defaults, registry, twhere.child(i, raw["tasks"])))
+            task_where = twhere.child(i, raw["tasks"])
+            tasks.append(_task(raw_task, defaults, registry, task_where))
+            named = tasks[-1].kind.build().companion_tasks()
+            if named:
+                reading.companions.append((named, task_where.child("kind", raw_task)))
             reading.units += unit_bound(tasks[-1])
             if reading.units > MAX_SUITE_UNITS:
                 raise twhere.child(i, raw["tasks"]).error(
@@ -815,6 +821,16 @@ def _collect_tasks(path: Path, raw: dict, registry: Registry, defaults: dict, re
         sub_raw = _read_yaml(sub, reading, lambda problem: iwhere.error(f"included file {sub} {problem}."))
         tasks += _collect_tasks(sub, _top(sub_raw, _Where(sub, 1, "")), registry, defaults, reading, depth + 1)
     return tasks
+
+
+def _check_companions(companions: list[tuple[tuple[str, ...], _Where]], names: list[str]) -> None:
+    """Every companion task a task's kind names (:meth:`TaskKind.companion_tasks`) is a
+    task of the suite: a misspelt one would silently drop what the index draws from it."""
+    for named, where in companions:
+        for name in named:
+            if name not in names:
+                raise where.error(f"names the companion task {short_repr(name)}, which this suite does not have; "
+                                  f"{did_you_mean(name, names)}")
 
 
 def load_suite(path: str | Path, registry: Registry) -> Suite:
@@ -843,6 +859,7 @@ def load_suite(path: str | Path, registry: Registry) -> Suite:
     if dupes:
         raise where.child("tasks", raw).error(f"duplicate task names {short_repr(dupes)} (compared without case, "
                                               f"since each names files); task names must be unique.")
+    _check_companions(reading.companions, [t.name for t in tasks])
 
     def _dir(key: str, default: str | None) -> Path | None:
         value = suite_raw.get(key, default)

@@ -986,7 +986,12 @@ class TaskKind(Plugin, ABC):
     """
 
     interface: ClassVar[str] = "task_kind"
-    declarations: ClassVar[tuple[str, ...]] = ("axes", "paired_on", "row_fields", "uses_encoders")
+    declarations: ClassVar[tuple[str, ...]] = ("axes", "paired_on", "row_fields", "uses_encoders",
+                                               "presentation_params")
+    #: the parameters that change only how pages and the index are drawn, never a row
+    #: (e.g. the name of a companion task): left out of every unit's identity, so that
+    #: setting or changing one recomputes nothing
+    presentation_params: ClassVar[tuple[str, ...]] = ()
     #: the columns that identify a cell of this kind's results (``seed`` is the
     #: runner's); result rows carry them flat, and claims filter on them
     columns: ClassVar[tuple[str, ...]] = ()
@@ -1147,9 +1152,10 @@ class TaskKind(Plugin, ABC):
 
     def companion_tasks(self) -> tuple[str, ...]:
         """The names of other tasks of the same tasks file whose cells this task's
-        :meth:`cross_kind_section` reads (e.g. a task named in the kind's parameters),
-        whatever their kind; the index then records each such task's :meth:`matrix_cells`
-        with its page. Default: none."""
+        :meth:`cross_kind_section` reads (e.g. a task named in the kind's parameters, best
+        declared in :attr:`presentation_params`), whatever their kind; the index then
+        records each such task's :meth:`matrix_cells` with its page. Loading the tasks
+        file refuses a name it does not hold. Default: none."""
         return ()
 
     @classmethod
@@ -1162,7 +1168,7 @@ class TaskKind(Plugin, ABC):
         :meth:`companion_tasks` that the tasks file has, by name: ``{"kind": its kind's
         name, "axes": its kind's matrix_axes, "cells": its index cells, "matrix": its
         matrix cells}`` (None where its page recorded none). Called once per kind each
-        time the index is written, after every kind's :meth:`index_section`."""
+        time the index is written, right after this kind's :meth:`index_section`."""
         return None
 
     def claim_rows(self, results: pd.DataFrame) -> pd.DataFrame:

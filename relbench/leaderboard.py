@@ -232,19 +232,20 @@ def _cross_task(out: Path, ranks: dict, entry: Any, redraw: bool) -> dict:
 
 
 def kind_sections(tasks: list[Task], entries: dict[str, dict]) -> list[str]:
-    """Each task kind's section of the index (:meth:`TaskKind.index_section`), the kinds
-    in the order the tasks file first names them, each given the cells its tasks' pages
-    recorded (``entries``: the manifest's entries by task; a task without cells is left
-    out, a kind without any gets no call); then, in the same order, each kind's section
+    """Each task kind's sections of the index, the kinds in the order the tasks file
+    first names them: its own (:meth:`TaskKind.index_section`), given the cells its
+    tasks' pages recorded (``entries``: the manifest's entries by task; a task without
+    cells is left out, a kind without any gets no call), then right after it its section
     across kinds (:meth:`TaskKind.cross_kind_section`), given also its tasks' companions."""
     cells_by_kind: dict[type, dict[str, list]] = {}
     for task in tasks:
         cells = entries[task.name].get("cells")
         if cells:
             cells_by_kind.setdefault(task.kind.cls, {})[task.name] = cells
-    own = [section for kind, cells in cells_by_kind.items() if (section := kind.index_section(cells))]
-    return own + [section for kind, cells in cells_by_kind.items()
-                  if (section := kind.cross_kind_section(cells, companions_of(tasks, entries, kind)))]
+    sections = []
+    for kind, cells in cells_by_kind.items():
+        sections += [kind.index_section(cells), kind.cross_kind_section(cells, companions_of(tasks, entries, kind))]
+    return [section for section in sections if section]
 
 
 def companion_names(tasks: list[Task]) -> set[str]:

@@ -49,8 +49,9 @@ class PluginSpec:
         """What identifies this choice in a unit's fingerprint: the class, every
         parameter with defaults resolved (a tunable one the tasks file leaves open by its
         candidates), the providing package and version, and the author's own
-        ``version`` of the method. The label is not part of it. Computed once per spec
-        and parameters (treat the result as read-only)."""
+        ``version`` of the method. The label is not part of it, nor a parameter the
+        class declares as only presentation (``presentation_params``, a task kind's).
+        Computed once per spec and parameters (treat the result as read-only)."""
         memo = (self.interface, self.name, json.dumps(self.params, sort_keys=True, default=repr), self.cls,
                 self.package)
         if getattr(self, "_identity", (None,))[0] != memo:
@@ -59,7 +60,8 @@ class PluginSpec:
 
     def _identity_now(self) -> dict[str, Any]:
         cls = self.cls
-        params = self.full_params()
+        shown_only = getattr(cls, "presentation_params", ())
+        params = {name: value for name, value in self.full_params().items() if name not in shown_only}
         for name, tunable in getattr(cls, "tunable", {}).items():  # open: chosen on validation data
             if name not in self.params:
                 params[name] = {"tuned_over": list(tunable.values), "relative_to": tunable.relative_to}

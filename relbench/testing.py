@@ -919,6 +919,8 @@ def check_task_kind(kind: type | PluginSpec, banks: dict[str, dict[str, Bank]], 
       same twice;
     * running it in a :class:`TaskRunDouble` over ``banks`` and ``dataset`` computes every
       planned unit exactly once, and nothing when run again (every unit is then done);
+    * every name in its :attr:`~relbench.interfaces.TaskKind.presentation_params` is one
+      of its parameters;
     * what it declares for the board and the summary export holds on those rows: its
       :attr:`~relbench.interfaces.TaskKind.matrix_axes` are two of its columns and every
       matrix cell names both; every curve cell names its
@@ -930,6 +932,9 @@ def check_task_kind(kind: type | PluginSpec, banks: dict[str, dict[str, Bank]], 
     made = make_task(kind, **task)
     run = TaskRunDouble(made, banks, dataset=dataset, tmp=tmp)
     on = f"task {made.name!r} of kind {made.kind.label!r} with seeds {made.seeds} and encoders {task['encoders']}"
+    unknown = sorted(set(run.kind.presentation_params) - set(run.kind.params()))
+    _require(not unknown, run.kind, f"presentation_params names {unknown}, which are not its parameters", on,
+             "name fields of the kind (its tasks.yaml `params:`) there, or remove them")
     keys = [key_json(display_key(k)) for k in run.kind.plan(made)]
     repeated = sorted(k for k, count in collections.Counter(keys).items() if count > 1)
     _require(not repeated, run.kind, f"plan() lists units more than once: {repeated[:3]}", on,

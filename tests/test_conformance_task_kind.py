@@ -173,6 +173,12 @@ class PointlessCurve(PerEncoder):
         return [{"metric": "m", "score": 1.0, "n": 1}]
 
 
+class UnknownPresentation(PerEncoder):
+    """Declares a presentation parameter it does not have."""
+
+    presentation_params: ClassVar[tuple[str, ...]] = ("companion_task",)
+
+
 def test_a_well_formed_kind_passes():
     run = check_task_kind(PerEncoder, blob_banks(), seeds=[0, 1])
     assert run.computed == [{"seed": s, "encoder": e} for s in (0, 1) for e in ("a", "b")]
@@ -189,6 +195,7 @@ def test_a_well_formed_kind_passes():
     (Lazy, r"run\(\) left planned units uncomputed: \['{\"encoder\":\"a\",\"seed\":1}'"),
     (MisdeclaredMatrix, r"matrix_axes \('encoder', 'target'\) are not two of its columns"),
     (PointlessCurve, r"curve_cells gives points without curve_axis 'budget'"),
+    (UnknownPresentation, r"presentation_params names \['companion_task'\], which are not its parameters"),
 ])
 def test_a_broken_kind_is_caught(broken, message):
     with pytest.raises(AssertionError, match=message):

@@ -228,9 +228,11 @@ def test_declarations_become_json_values():
         axes: ClassVar[dict] = {"selectors": Axis("selector", allows_none=True)}
         row_fields: ClassVar[dict] = {"flag": bool}
         paired_on: ClassVar[tuple] = ("source",)
+        presentation_params: ClassVar[tuple] = ("companion",)
 
     assert declarations(Kind) == {"axes": {"selectors": {"interface": "selector", "allows_none": True}},
-                                  "paired_on": ["source"], "row_fields": {"flag": "bool"}, "uses_encoders": True}
+                                  "paired_on": ["source"], "row_fields": {"flag": "bool"}, "uses_encoders": True,
+                                  "presentation_params": ["companion"]}
     assert declarations(NumpyStyle) == {"invariances": []}
     assert package_version("relbench 0.1.0") == "0.1.0"
     assert package_version("my_method (not installed)") == "" and package_version("?") == ""

@@ -57,6 +57,9 @@ class Stitching(TaskKind):
             protocol: for each source, anchors are chosen with that source excluded and
             decoders fitted on every other encoder). Default ``all-pairs``.
         held_out: with ``held-out``, the encoders to hold out (default: each in turn).
+        budget_task: the anchor-budget task of the same tasks file with this task's data
+            set and encoders, whose 95 % budgets the index's main table shows under the
+            task's scores ("": none). Presentation only: it changes no unit. Default "".
 
     Every evaluated cell also stores its test samples' true and predicted labels
     (:func:`relbench.samples.predictions`, on the row of the task's first metric), from
@@ -71,6 +74,7 @@ class Stitching(TaskKind):
     row_fields: ClassVar[dict[str, type]] = {"role": str, "needs_both_spaces": bool}
     holds_out_sources: ClassVar[bool] = True
     is_default: ClassVar[bool] = True
+    presentation_params: ClassVar[tuple[str, ...]] = ("budget_task",)
     axes: ClassVar[dict[str, Axis]] = {"selectors": Axis("selector"), "similarities": Axis("similarity"),
                                        "stitchers": Axis("stitcher"),
                                        "regularizers": Axis("regularizer", allows_none=True)}
@@ -78,6 +82,7 @@ class Stitching(TaskKind):
     matrix_axes: ClassVar[tuple[str, ...]] = matrix.AXES
     protocol: Literal["all-pairs", "held-out"] = "all-pairs"
     held_out: list[str] = field(default_factory=list)
+    budget_task: str = ""
 
     def validate(self, task: Task) -> None:
         """The grid expands (stitchers have the selectors and similarities they need)
@@ -158,11 +163,20 @@ class Stitching(TaskKind):
         drawn, scored = getattr(self, "_drawn", (None, None))
         return scored if drawn is results else pages.score(results, page)
 
+    def companion_tasks(self) -> tuple[str, ...]:
+        """The ``budget_task``, when set."""
+        return (self.budget_task,) if self.budget_task else ()
+
     @classmethod
-    def index_section(cls, cells_by_task: dict[str, list[dict]]) -> str | None:
+    def cross_kind_section(cls, cells_by_task: dict[str, list[dict]],
+                           companions: dict[str, dict[str, dict]]) -> str | None:
         """The index's main table: combinations × stitching tasks, with an aggregate
-        over tasks (:mod:`relbench_stitching.main_table`)."""
-        return main_table.section(cells_by_task)
+        over tasks and the anchors each combination needs on the tasks' anchor-budget
+        companions (:mod:`relbench_stitching.main_table`); drawn here, where the
+        companions' cells are given, so it stays where the kind's own section would be."""
+        from relbench_stitching.budget import AnchorBudget  # it builds on this module
+
+        return main_table.section(cells_by_task, companions, AnchorBudget.name)
 
     def headline(self, results: pd.DataFrame) -> dict | None:
         """The best non-reference combination, its stitched score and the non-stitched reference."""

@@ -14,11 +14,20 @@ draws, also resamples each task's seeds and test samples (a hierarchical bootstr
 paired across combinations), and its cost: the median over those tasks of the mean wall
 seconds of its units (:func:`compact_seconds`). References (absolute heads on the pairs
 they reach, each encoder's own head) are shown under the methods for context, unranked.
+
+**Anchors needed.** A stitching task may name its anchor-budget companion (the kind's
+``budget_task``: the same data set and encoders, the number of anchors swept). Under its
+group's tables, each combination then gets, per such task, its *95 % budget* as that
+task's page computed it (:mod:`relbench_stitching.budget_page`: the smallest budget whose
+mean score reaches 95 % of the score at the largest budget, with a paired bootstrap
+interval over seeds), and the mean over those tasks of the budget's share of the largest
+(:func:`budget_table`).
 """
 
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 import numpy as np
 from tabulate import tabulate
@@ -262,15 +271,20 @@ def _table(methods: list[str], chunk: list[str], cells_by_task: dict[str, list[d
 
 def _tables(cells_by_task: dict[str, list[dict]], short: dict[str, str], aggregated: dict[str, dict],
             summary: str | None) -> list[str]:
-    """The group's tables: its tasks split into as few consecutive, even chunks as keep
-    every line under :data:`WIDTH` (the aggregate on the last); one task a table when
-    even that is wider."""
-    tasks = list(cells_by_task)
+    """The group's tables, its tasks split as :func:`fitted` does (the aggregate on the last)."""
     methods = _methods(cells_by_task, aggregated)
+    return fitted(list(cells_by_task), lambda chunk, last: _table(methods, chunk, cells_by_task, short, aggregated,
+                                                                   summary if last else None))
+
+
+def fitted(tasks: list[str], draw: Callable[[list[str], bool], str]) -> list[str]:
+    """The tables ``draw(chunk, last)`` gives for ``tasks`` split into as few
+    consecutive, even chunks as keep every line under :data:`WIDTH` (``last``: the final
+    chunk's table, which carries the aggregate columns); one task a table when even that
+    is wider."""
     for count in range(1, len(tasks) + 1):
         chunks = [list(c) for c in np.array_split(np.array(tasks, dtype=object), count)]
-        tables = [_table(methods, chunk, cells_by_task, short, aggregated, summary if i == count - 1 else None)
-                  for i, chunk in enumerate(chunks)]
+        tables = [draw(chunk, i == count - 1) for i, chunk in enumerate(chunks)]
         if max(len(line) for table in tables for line in table.splitlines()) < WIDTH:
             break
     return tables
@@ -282,7 +296,63 @@ def _legend(cells_by_task: dict[str, list[dict]], short: dict[str, str]) -> str:
                      for t, cells in cells_by_task.items())
 
 
-def _group_section(title: str, cells_by_task: dict[str, list[dict]], short: dict[str, str]) -> str:
+def budget_cells(companions: dict[str, dict[str, dict]], kind: str) -> dict[str, dict[str, dict]]:
+    """Per stitching task, the index cells of its companion of the task kind ``kind`` (the
+    anchor budget's) by combination; tasks without one, or whose companion's page
+    recorded no cells, are left out."""
+    out: dict[str, dict[str, dict]] = {}
+    for task, named in companions.items():
+        for companion in named.values():
+            if companion.get("kind") == kind and companion.get("cells"):
+                out[task] = {c["method"]: c for c in companion["cells"]}
+    return out
+
+
+def budget_text(cell: dict) -> str:
+    """``k [low, high]/K``: a combination's 95 % budget, its interval and the largest budget."""
+    return f"{cell['budget']} [{cell['budget_low']}, {cell['budget_high']}]/{cell['largest']}"
+
+
+def mean_share(cells: list[dict]) -> str:
+    """The mean over ``cells`` of the 95 % budget's share of the largest budget, in per cent."""
+    return f"{np.mean([c['budget'] / c['largest'] for c in cells]):.0%}".replace("%", " %")
+
+
+def budget_table(methods: list[str], cells_by_task: dict[str, list[dict]], budgets: dict[str, dict[str, dict]],
+                 short: dict[str, str]) -> list[str]:
+    """The group's *anchors needed* tables: a row per combination of ``methods`` (the main
+    table's order) that a companion measured, a column per task of the group with a
+    companion (:func:`budget_text`; -: not measured there), and the mean share
+    (:func:`mean_share`) over the tasks that measured it, split as :func:`fitted` does;
+    none when no task of the group has a companion."""
+    tasks = [t for t in cells_by_task if t in budgets]
+    rows = [m for m in methods if any(m in budgets[t] for t in tasks)]
+    if not rows:
+        return []
+
+    def draw(chunk: list[str], last: bool) -> str:
+        body = [[m, *(budget_text(budgets[t][m]) if m in budgets[t] else "-" for t in chunk),
+                 *([mean_share([budgets[t][m] for t in tasks if m in budgets[t]])] if last else [])] for m in rows]
+        headers = ["combination", *(short[t] for t in chunk), *(["mean share"] if last else [])]
+        return tabulate(body, headers=headers, tablefmt="pipe", disable_numparse=True,
+                        colalign=["left"] + ["right"] * (len(headers) - 1))
+
+    return fitted(tasks, draw)
+
+
+def _budget_legend(tasks: list[str], companions: dict[str, dict[str, dict]], budgets: dict, short: dict) -> str:
+    named = "; ".join(f"**{short[t]}**: [{c}]({c}.md)" for t in tasks if t in budgets
+                      for c, found in companions[t].items() if found.get("cells"))
+    return (f"**Anchors needed** (the same combinations on each task's anchor-budget companion: its data set and "
+            f"encoders, the number of anchors swept, nested anchor sets): *k [low, high]/K*, the smallest budget "
+            f"k whose mean score over seeds reaches 95 % of the score at the largest budget K, with its 95 % "
+            f"interval (a paired bootstrap over seeds), as the companion's page gives it; -: not measured there. "
+            f"*mean share*: the mean of k/K over the tasks that measured the combination (descriptive: no "
+            f"interval). Companions: {named}.\n")
+
+
+def _group_section(title: str, cells_by_task: dict[str, list[dict]], short: dict[str, str],
+                   companions: dict[str, dict[str, dict]], budgets: dict[str, dict[str, dict]]) -> str:
     aggregated = aggregate(cells_by_task)
     metrics = {(c["metric"], c["direction"]) for cells in cells_by_task.values() for c in cells}
     summary = None
@@ -310,6 +380,9 @@ def _group_section(title: str, cells_by_task: dict[str, list[dict]], short: dict
             f"Rows marked *(reference)* are absolute heads scored on the encoder pairs they reach "
             f"(equal widths), *(own head)* each encoder's own decoder{_null_legend(cells_by_task)}: context, not "
             f"ranked.\n")
+    needed = budget_table(_methods(cells_by_task, aggregated), cells_by_task, budgets, short)
+    if needed:
+        text += [*(t + "\n" for t in needed), _budget_legend(list(cells_by_task), companions, budgets, short)]
     return "\n".join(text)
 
 
@@ -339,9 +412,14 @@ def _resampled(aggregated: dict[str, dict]) -> str:
     return how + " No interval here resamples encoder pairs (a task's pairs are its design)."
 
 
-def section(cells_by_task: dict[str, list[dict]]) -> str | None:
+def section(cells_by_task: dict[str, list[dict]], companions: dict[str, dict[str, dict]] | None = None,
+            budget_kind: str = "") -> str | None:
     """The main table's section of the index (None without cells): per group of tasks
-    (one view or several), its tables, abbreviations and aggregate."""
+    (one view or several), its tables, abbreviations and aggregate, and the anchors its
+    combinations need where tasks have a ``companions`` entry of the kind ``budget_kind``
+    (:func:`budget_table`)."""
+    companions = companions or {}
+    budgets = budget_cells(companions, budget_kind)
     cells_by_task = {task: cells for task, cells in cells_by_task.items() if cells}
     if not cells_by_task:
         return None
@@ -356,4 +434,5 @@ def section(cells_by_task: dict[str, list[dict]]) -> str | None:
              "page's interval, over seeds and test samples; it need not be symmetric, and the page gives both "
              f"ends). **Bold**: the task's best; {TIE}: indistinguishable from it (the page's bold group); -: not "
              "measured on that task (not in its grid, or no stitched pair scored).\n")
-    return "\n".join([intro, *(_group_section(GROUP_TITLES[g], tasks, short) for g, tasks in groups.items())])
+    return "\n".join([intro, *(_group_section(GROUP_TITLES[g], tasks, short, companions, budgets)
+                              for g, tasks in groups.items())])
