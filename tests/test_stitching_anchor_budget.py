@@ -133,7 +133,8 @@ def test_the_page_draws_a_curve_per_method_with_its_95_percent_budget(tmp_path):
 
 
 def test_the_stitching_kind_keeps_its_parameters_columns_and_plan():
-    assert [f.name for f in dataclasses.fields(Stitching)] == ["protocol", "held_out"]
+    assert [f.name for f in dataclasses.fields(Stitching)] == ["protocol", "held_out", "budget_task"]
+    assert Stitching.presentation_params == ("budget_task",)  # names a companion: in no unit's identity
     assert Stitching.columns == ("selector", "similarity", "stitcher", "regularizer", "source", "target", "held_out")
     assert Stitching.row_fields == {"role": str, "needs_both_spaces": bool}
     task = _task([spec(RandomAnchors)])
