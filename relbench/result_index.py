@@ -206,7 +206,10 @@ class LineIndex:
 
     def _checked_index(self, task: str) -> list[StoredUnit] | None:
         """The index's entries when every one points at the start of a line of its unit
-        in the file (in increasing order, each ending with a newline); else None."""
+        in the file (in increasing order, each ending with a newline) and nothing but
+        blank lines lies between two of them; else None. (An entry can go missing: a
+        reader that rebuilds the index replaces the file whole, and a worker's entry
+        appended meanwhile goes with it; the worker's next entry then follows a gap.)"""
         try:
             text = self.index_file(task).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
@@ -223,8 +226,8 @@ class LineIndex:
                 end = 0
                 for e in entries:
                     prefix = e.prefix()
-                    if (e.offset < end or data[e.offset:e.offset + len(prefix)] != prefix
-                            or data[e.end - 1:e.end] != b"\n"):
+                    if (e.offset < end or data[end:e.offset].strip()
+                            or data[e.offset:e.offset + len(prefix)] != prefix or data[e.end - 1:e.end] != b"\n"):
                         return None
                     end = e.end
         except (OSError, ValueError):  # an empty file cannot be mapped

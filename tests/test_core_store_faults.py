@@ -100,6 +100,25 @@ def test_an_index_written_before_values_were_checked_is_rebuilt(tmp_path):
     assert store.read("t").done == {"u1", "u2"} and "unit 'u0'" in store.warnings[0]
 
 
+def test_an_index_entry_lost_to_a_concurrent_rebuild_does_not_hide_its_unit(tmp_path):
+    """A reader that rebuilds the index (replacing the file whole) while a worker appends
+    a unit loses that unit's entry; the worker's next entry then follows a gap. The gap
+    is seen, and the file indexed anew (before, the unit read as not done: a resumed run
+    computed it again, and a complete store read as incomplete)."""
+    writer = ResultStore(tmp_path)
+    writer.append("t", "u0", [{"task": "t", "metric": "m", "value": 0.25, "status": "ok"}], "run")
+    writer.read("t")
+    reader = ResultStore(tmp_path)
+    scanned = reader.index.scan("t")  # the reader rebuilds from what the file holds now …
+    writer.append("t", "u1", [{"task": "t", "metric": "m", "value": 0.25, "status": "ok"}], "run")
+    reader.index._write_index("t", scanned)  # … and replaces the index, the worker's entry for u1 with it
+    writer.append("t", "u2", [{"task": "t", "metric": "m", "value": 0.25, "status": "ok"}], "run")
+    index = (tmp_path / ".index" / "t.tsv").read_text()
+    assert '"u1"' not in index and '"u2"' in index  # the gap, as the race leaves it
+    assert ResultStore(tmp_path).read("t").done == {"u0", "u1", "u2"}
+    assert '"u1"' in (tmp_path / ".index" / "t.tsv").read_text()  # indexed anew
+
+
 @pytest.mark.parametrize("value", ["abc", [0.5], float("inf")])
 def test_a_run_reports_and_recomputes_a_unit_whose_stored_value_is_not_a_number(cli_main, write_yaml, capsys,
                                                                                 value):
