@@ -8,6 +8,7 @@
   const root = document.getElementById("board");
   const state = { filters: {}, sort: null, descending: false };
   const redraws = [];
+  const PAGE = 500;  // table rows drawn at a time
 
   function element(tag, attributes, text) {
     const node = document.createElement(tag);
@@ -80,13 +81,29 @@
     grid.appendChild(element("thead")).append(head);
     const body = grid.appendChild(element("tbody"));
     root.append(count, grid);
-    redraws.push(() => {
-      const rows = visibleRows();
-      body.replaceChildren(...rows.map((row) => {
+    // rows are drawn a page at a time (a release's main table holds about 10,000 cells): the
+    // first PAGE of the sorted, filtered rows, and a button that draws the next PAGE
+    const more = element("button", { id: "more", type: "button" });
+    root.append(more);
+    let rows = [], shownRows = 0;
+    function drawMore() {
+      const next = rows.slice(shownRows, shownRows + PAGE);
+      body.append(...next.map((row) => {
         const tr = element("tr");
         tr.append(...data.columns.map((column) => cell(row, column)));
         return tr;
       }));
+      shownRows += next.length;
+      const left = rows.length - shownRows;
+      more.hidden = left <= 0;
+      more.textContent = "show " + Math.min(PAGE, left) + " more (" + left + " not shown)";
+    }
+    more.addEventListener("click", drawMore);
+    redraws.push(() => {
+      rows = visibleRows();
+      shownRows = 0;
+      body.replaceChildren();
+      drawMore();
       count.textContent = rows.length + " of " + data.rows.length + " cells";
       for (const th of head.children) {
         const sorted = th.dataset.column === state.sort;
