@@ -175,6 +175,10 @@ DIAGRAM = "_critical-difference"
 #: the flat table of the results the pages show (:mod:`relbench.export`), and its manifest entry
 RELEASE = "results.parquet"
 RELEASE_ENTRY = "_release"
+#: the manifest's entry of each task's companions (:meth:`TaskKind.companion_tasks`): the
+#: index is drawn again when they change, though no page does (a kind's presentation
+#: parameters, which name them, enter no page's digest)
+COMPANIONS_ENTRY = "_companions"
 
 
 def _digest(store: ResultStore, task: Task, units: list[str]) -> str:
@@ -553,8 +557,9 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
         written.append(out / f"{task.name}.md")
     index = out / "README.md"
     before = {name for name in manifest if not name.startswith("_")}
+    named = {task.name: list(task.kind.build().companion_tasks()) for task in tasks}
     if not (written or release) and before == set(entries) and index.is_file() \
-            and (out / MANIFEST).is_file():
+            and (out / MANIFEST).is_file() and manifest.get(COMPANIONS_ENTRY) == named:
         return []  # nothing drawn: the folder stays as it is, byte for byte
     index_rows = [[*e["index"], origin(e)] for e in entries.values() if e.get("index")]
     ranks = {name: e["ranking"] for name, e in entries.items() if e.get("ranking")}
@@ -587,6 +592,7 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
     if redraw or manifest.get(RELEASE_ENTRY) != digests or not (out / RELEASE).is_file():
         _write_release(store, out / RELEASE, tasks, current, kept)
     entries[RELEASE_ENTRY] = digests
+    entries[COMPANIONS_ENTRY] = named
     lines.append(f"\n## The results behind these pages\n\n[{RELEASE}]({RELEASE}): every result row the pages "
                  f"show, one per unit and metric, flat (one column per parameter), with its provenance (command, "
                  f"git revision, packages, device, environment, time) and each cell's per-sample predictions "

@@ -123,3 +123,48 @@ def test_a_misspelt_companion_is_refused_with_its_line_and_the_names_it_may_mean
     message = str(error.value)
     assert message.startswith(f"{tmp_path / 'tasks.yaml'}:3: at `tasks[0].kind`:")
     assert "'toy-budgte', which this suite does not have; did you mean 'toy-budget'?" in message
+
+
+def test_naming_the_companion_recomputes_nothing_and_the_index_follows(registry, write_yaml):
+    from relbench.leaderboard import render
+    from relbench.runner import Runner
+
+    body = """\
+  - name: {name}
+    kind: {kind}
+    dataset: {{name: toy-blobs, params: {{classes: 4, train_size: 240}}}}
+    encoders:
+      - {{name: toy-rotated, label: a, params: {{seed: 1}}}}
+      - {{name: toy-rotated, label: b, params: {{seed: 2, scale: 3.0}}}}
+    grid:
+      selectors: [random]
+      similarities: [cosine]
+      stitchers: [{{name: relative, params: {{epochs: 2}}}}]
+    metrics: [accuracy]
+"""
+    head = "suite:\n  seeds: [0, 1]\n  num_anchors: 16\n  output: results\n  leaderboards: boards\ntasks:\n"
+
+    def suite(stitching_kind: str):
+        path = write_yaml(head + body.format(name="blobs", kind=stitching_kind)
+                          + body.format(name="blobs-budget", kind="{name: anchor-budget}"))
+        return Runner(load_suite(path, registry), registry, quiet=True), path.parent / "boards"
+
+    def draw(runner, boards):
+        plans = runner.plans()
+        return render(runner.store, boards, [tr.task for tr in plans],
+                      {tr.task.name: [u.id for u in tr.plan().units] for tr in plans})
+
+    runner, boards = suite("{name: stitching}")
+    runner.run()
+    assert {p.name for p in draw(runner, boards)} == {"README.md", "blobs.md", "blobs-budget.md"}
+    assert "Anchors needed" not in (boards / "README.md").read_text()
+    runner, boards = suite("{name: stitching, params: {budget_task: blobs-budget}}")
+    assert all(not tr.plan().todo for tr in runner.plans())  # the same units: nothing to compute
+    drawn = [p.name for p in draw(runner, boards)]  # the companion's page once, to record what companions keep
+    assert "README.md" in drawn and "blobs.md" not in drawn  # the stitching page is not drawn again, the index is
+    index = (boards / "README.md").read_text()
+    assert "**Anchors needed**" in index and "[blobs-budget](blobs-budget.md)" in index
+    assert draw(runner, boards) == []  # and then it is unchanged
+    runner, boards = suite("{name: stitching}")  # the companion named no more: no page changes, the index does
+    assert [p.name for p in draw(runner, boards)] == ["README.md"]
+    assert "Anchors needed" not in (boards / "README.md").read_text()
