@@ -296,15 +296,15 @@ def _legend(cells_by_task: dict[str, list[dict]], short: dict[str, str]) -> str:
                      for t, cells in cells_by_task.items())
 
 
-def budget_cells(companions: dict[str, dict[str, dict]], kind: str) -> dict[str, dict[str, dict]]:
-    """Per stitching task, the index cells of its companion of the task kind ``kind`` (the
-    anchor budget's) by combination; tasks without one, or whose companion's page
-    recorded no cells, are left out."""
-    out: dict[str, dict[str, dict]] = {}
+def budget_cells(companions: dict[str, dict[str, dict]], kind: str) -> dict[str, tuple[str, dict[str, dict]]]:
+    """Per stitching task, its companion of the task kind ``kind`` (the anchor budget's):
+    its name and its index cells by combination; tasks without one, or whose companion's
+    page recorded no cells, are left out."""
+    out: dict[str, tuple[str, dict[str, dict]]] = {}
     for task, named in companions.items():
-        for companion in named.values():
+        for name, companion in named.items():
             if companion.get("kind") == kind and companion.get("cells"):
-                out[task] = {c["method"]: c for c in companion["cells"]}
+                out[task] = (name, {c["method"]: c for c in companion["cells"]})
     return out
 
 
@@ -318,21 +318,22 @@ def mean_share(cells: list[dict]) -> str:
     return f"{np.mean([c['budget'] / c['largest'] for c in cells]):.0%}".replace("%", " %")
 
 
-def budget_table(methods: list[str], cells_by_task: dict[str, list[dict]], budgets: dict[str, dict[str, dict]],
-                 short: dict[str, str]) -> list[str]:
+def budget_table(methods: list[str], cells_by_task: dict[str, list[dict]],
+                 budgets: dict[str, tuple[str, dict[str, dict]]], short: dict[str, str]) -> list[str]:
     """The group's *anchors needed* tables: a row per combination of ``methods`` (the main
     table's order) that a companion measured, a column per task of the group with a
     companion (:func:`budget_text`; -: not measured there), and the mean share
     (:func:`mean_share`) over the tasks that measured it, split as :func:`fitted` does;
     none when no task of the group has a companion."""
-    tasks = [t for t in cells_by_task if t in budgets]
-    rows = [m for m in methods if any(m in budgets[t] for t in tasks)]
+    found = {t: budgets[t][1] for t in cells_by_task if t in budgets}
+    tasks = list(found)
+    rows = [m for m in methods if any(m in found[t] for t in tasks)]
     if not rows:
         return []
 
     def draw(chunk: list[str], last: bool) -> str:
-        body = [[m, *(budget_text(budgets[t][m]) if m in budgets[t] else "-" for t in chunk),
-                 *([mean_share([budgets[t][m] for t in tasks if m in budgets[t]])] if last else [])] for m in rows]
+        body = [[m, *(budget_text(found[t][m]) if m in found[t] else "-" for t in chunk),
+                 *([mean_share([found[t][m] for t in tasks if m in found[t]])] if last else [])] for m in rows]
         headers = ["combination", *(short[t] for t in chunk), *(["mean share"] if last else [])]
         return tabulate(body, headers=headers, tablefmt="pipe", disable_numparse=True,
                         colalign=["left"] + ["right"] * (len(headers) - 1))
@@ -340,9 +341,8 @@ def budget_table(methods: list[str], cells_by_task: dict[str, list[dict]], budge
     return fitted(tasks, draw)
 
 
-def _budget_legend(tasks: list[str], companions: dict[str, dict[str, dict]], budgets: dict, short: dict) -> str:
-    named = "; ".join(f"**{short[t]}**: [{c}]({c}.md)" for t in tasks if t in budgets
-                      for c, found in companions[t].items() if found.get("cells"))
+def _budget_legend(tasks: list[str], budgets: dict[str, tuple[str, dict[str, dict]]], short: dict) -> str:
+    named = "; ".join(f"**{short[t]}**: [{budgets[t][0]}]({budgets[t][0]}.md)" for t in tasks if t in budgets)
     return (f"**Anchors needed** (the same combinations on each task's anchor-budget companion: its data set and "
             f"encoders, the number of anchors swept, nested anchor sets): *k [low, high]/K*, the smallest budget "
             f"k whose mean score over seeds reaches 95 % of the score at the largest budget K, with its 95 % "
@@ -352,7 +352,7 @@ def _budget_legend(tasks: list[str], companions: dict[str, dict[str, dict]], bud
 
 
 def _group_section(title: str, cells_by_task: dict[str, list[dict]], short: dict[str, str],
-                   companions: dict[str, dict[str, dict]], budgets: dict[str, dict[str, dict]]) -> str:
+                   budgets: dict[str, tuple[str, dict[str, dict]]]) -> str:
     aggregated = aggregate(cells_by_task)
     metrics = {(c["metric"], c["direction"]) for cells in cells_by_task.values() for c in cells}
     summary = None
@@ -382,7 +382,7 @@ def _group_section(title: str, cells_by_task: dict[str, list[dict]], short: dict
             f"ranked.\n")
     needed = budget_table(_methods(cells_by_task, aggregated), cells_by_task, budgets, short)
     if needed:
-        text += [*(t + "\n" for t in needed), _budget_legend(list(cells_by_task), companions, budgets, short)]
+        text += [*(t + "\n" for t in needed), _budget_legend(list(cells_by_task), budgets, short)]
     return "\n".join(text)
 
 
@@ -418,8 +418,7 @@ def section(cells_by_task: dict[str, list[dict]], companions: dict[str, dict[str
     (one view or several), its tables, abbreviations and aggregate, and the anchors its
     combinations need where tasks have a ``companions`` entry of the kind ``budget_kind``
     (:func:`budget_table`)."""
-    companions = companions or {}
-    budgets = budget_cells(companions, budget_kind)
+    budgets = budget_cells(companions or {}, budget_kind)
     cells_by_task = {task: cells for task, cells in cells_by_task.items() if cells}
     if not cells_by_task:
         return None
@@ -434,5 +433,5 @@ def section(cells_by_task: dict[str, list[dict]], companions: dict[str, dict[str
              "page's interval, over seeds and test samples; it need not be symmetric, and the page gives both "
              f"ends). **Bold**: the task's best; {TIE}: indistinguishable from it (the page's bold group); -: not "
              "measured on that task (not in its grid, or no stitched pair scored).\n")
-    return "\n".join([intro, *(_group_section(GROUP_TITLES[g], tasks, short, companions, budgets)
+    return "\n".join([intro, *(_group_section(GROUP_TITLES[g], tasks, short, budgets)
                               for g, tasks in groups.items())])
