@@ -1,6 +1,6 @@
 """The summary cells a task kind gets when it computes none of its own: per cell of the
 kind's :attr:`~relbench.interfaces.TaskKind.columns` and metric, the mean over seeds of
-each seed's mean, with SciPy's percentile bootstrap interval over seeds
+each seed's mean, with its Student-t interval over seeds
 (:func:`relbench.uncertainty.seed_interval`, the interval the experiment pages print
 beside such means) and the number of seeds.
 
@@ -31,7 +31,7 @@ def seed_mean_cells(results: pd.DataFrame, columns: tuple[str, ...] | list[str],
                     summary: bool = True) -> list[dict[str, Any]] | None:
     """One cell per value of ``columns`` (those the rows have) and metric, over the rows
     with status ``ok`` and a finite value: ``score`` (the mean over seeds of each seed's
-    mean), ``low`` and ``high`` (the 95 % interval over seeds, None where it cannot be
+    mean), ``low`` and ``high`` (the 95 % t-interval over seeds, None where it cannot be
     drawn), ``n`` (seeds) and ``direction`` (the metric's, as stored); with ``summary``
     also ``tie_group`` None (no ranking) and ``measure`` :data:`MEASURE` (unless
     ``measure`` is one of the columns). A missing column value is None. None when no row

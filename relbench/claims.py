@@ -18,6 +18,9 @@ good"). Every claim is judged on what both sides share:
   so that a single claim reduces to "the 95 % interval clears the margin"), and Holm's
   step-down procedure (``statsmodels``) holds the chance of any false verdict on the
   page at 5 %. Claims that count achievable cells are fixed by design, not tested.
+- **Seeds only.** Where neither side stores per-sample data, the seeds are the only
+  source of uncertainty and too few for a bootstrap: the claim takes a paired t-test
+  over seeds and a Student-t interval (:mod:`relbench.uncertainty`), and its line says so.
 
 Intervals resample seeds and each seed's test samples; they are conditional on the
 encoder pairs, which are not resampled (the page says so).
@@ -38,8 +41,8 @@ import numpy as np
 from relbench import deferred
 from relbench.interfaces import TaskKind
 from relbench.pages import arrow, directions, fmt
-from relbench.uncertainty import (FAILS, HOLDS, INCONCLUSIVE, LEVEL, MARGIN, bootstrap_columns, fmt_interval,
-                                  method_note, with_samples)
+from relbench.uncertainty import (FAILS, HOLDS, INCONCLUSIVE, LEVEL, MARGIN, bootstrap_columns,
+                                  fmt_interval, method_note, t_p_value, with_samples)
 
 pd = deferred.load("pandas")
 
@@ -218,8 +221,17 @@ def _tested(kind: TaskKind, df: pd.DataFrame, claim: dict, metric: str, sides: l
     if sign < 0:
         diff, low, high = -diff, -high, -low
     bar = bar_of(test, margin)
-    seeds_only = "" if draws.sample_level else "; interval over seeds only (no per-sample data)"
-    p_holds, p_fails = one_sided_p(advantage, bar, above=True), one_sided_p(advantage, -margin, above=False)
+    if draws.seeds_only:  # no per-sample data: a paired t-test over seeds (see relbench.uncertainty)
+        per_seed, constant = draws.seed_differences("better", "worse")
+        if len(per_seed):
+            seeds_only = f"; paired t-test over {len(per_seed)} seeds (no per-sample data)" if len(per_seed) > 1 \
+                else "; one seed (no per-sample data): not tested"
+        else:  # both sides stored without a seed: the difference is exact
+            per_seed, seeds_only = np.array([constant, constant]), "; both sides deterministic: an exact difference"
+        p_holds, p_fails = t_p_value(sign * per_seed, bar, above=True), t_p_value(sign * per_seed, -margin, above=False)
+    else:
+        p_holds, p_fails = one_sided_p(advantage, bar, above=True), one_sided_p(advantage, -margin, above=False)
+        seeds_only = "" if draws.sample_level else "; interval over seeds only (no per-sample data)"
     what = "superiority" if test == "superiority" else f"non-inferiority (holds above −{margin:g})"
     p = min(1.0, 2 * min(p_holds, p_fails))
     details = (f"{labels[0]}: {fmt(draws.point[0])} {fmt_interval(*draws.interval('better'))} vs {labels[1]}: "
@@ -242,7 +254,8 @@ def _preamble(kind: TaskKind, family: int, papers: bool) -> str:
             "*non-inferiority* (\"at least as good\") holds when it is shown above minus the margin. A claim "
             "*does not hold* when the advantage is shown below minus the margin, and is *inconclusive* otherwise. "
             f"The family is this page's {family} score claim{'s' if family != 1 else ''}: each gets a two-sided "
-            f"bootstrap p-value, and Holm's step-down procedure keeps the chance of any false verdict among them "
+            f"bootstrap p-value (a paired t-test over seeds, with a Student-t interval, where neither side stores "
+            f"per-sample data; the line says so), and Holm's step-down procedure keeps the chance of any false verdict among them "
             f"at {FAMILY_ALPHA:.0%}. Margins are per metric (the metric plugin's, unless the claim sets one). "
             + method_note(None) + " Intervals are conditional on the encoder pairs measured (pairs are not "
             "resampled)." + (" Under a claim, *stands for* names the paper, table and setting it comes from and what "

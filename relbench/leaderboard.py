@@ -575,7 +575,10 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
              *kind_sections(tasks, entries),
              "## Tasks\n",
              "*best score*: with its 95 % interval where the task's page computes one (otherwise ± std over "
-             "seeds); the page shows which other combinations are indistinguishable from it. *reference*: the "
+             "seeds); the page shows which other combinations are indistinguishable from it. Intervals: percentile "
+             "intervals of a hierarchical bootstrap over seeds and test samples where per-sample data is stored, "
+             "otherwise Student-t intervals over seeds (*t-interval*: n − 1 degrees of freedom for n seeds; a "
+             "bootstrap over five seeds under-covers). *reference*: the "
              "score the task's kind compares its best with (its page's **Means** line says what it is; n/a where "
              "the kind names none); *gap*: the reference minus the best score, signed so that a positive gap is how "
              "far the best score falls short of the reference in the metric's better direction and a negative gap "

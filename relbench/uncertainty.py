@@ -18,7 +18,17 @@ Choices, stated on the pages that use them: percentile intervals of
 :data:`RESAMPLES` draws from a generator with a fixed seed (a page is reproducible);
 level 95 %; a cell stored without per-sample data enters as its stored value (its
 interval then reflects seeds only, and the page says so). With few seeds the seed level
-is coarse: five seeds give intervals that are, if anything, narrow.
+of this bootstrap is coarse: five seeds give intervals that are, if anything, narrow.
+
+**Seeds only.** Where no cell of a comparison stores per-sample data, the seeds are the
+only source left, and five of them are too few for a bootstrap: a percentile bootstrap
+over n seeds is narrower than a Student-t interval (its spread is the sample's
+``sqrt((n−1)/n)`` times the standard error, its ends 1.96 rather than t₄ = 2.78 of them
+for n = 5) and under-covers, and its p-values bottom out at ``1/(1+R)``. There the
+intervals are Student-t intervals of the mean over seeds (:func:`t_interval`), paired
+differences the t-interval of the per-seed differences, and claims take a paired
+t-test (:func:`t_p_value`); a seedless row (a deterministic baseline) is a constant.
+The page says which it used (:func:`method_note`).
 
 Why written here: SciPy's ``scipy.stats.bootstrap`` resamples independent observations
 of one level; it has no nested resampling. On one level this module agrees with it
@@ -64,6 +74,8 @@ class SeedBlock:
     average: np.ndarray
     #: the columns with at least one cell in this seed
     present: np.ndarray
+    #: False for the group of rows stored without a seed (deterministic baselines)
+    seeded: bool = True
 
 
 @dataclass
@@ -75,20 +87,60 @@ class Draws:
     draws: np.ndarray  #: ``resamples × columns``
     #: whether every cell had per-sample data (False: some intervals reflect seeds only)
     sample_level: bool
+    #: when no cell had per-sample data: each column's score per seed (``seeds × columns``,
+    #: NaN where the column has no cell), and which rows are seeds (False: the seedless
+    #: group, a constant); None otherwise. Intervals are then Student-t intervals over seeds.
+    per_seed: np.ndarray | None = None
+    seeded: np.ndarray | None = None
+
+    @property
+    def seeds_only(self) -> bool:
+        """Whether the intervals are Student-t intervals over seeds (no per-sample data)."""
+        return self.per_seed is not None
 
     def column(self, label: str) -> int:
         """The index of a column."""
         return self.labels.index(label)
 
     def interval(self, label: str, level: float = LEVEL) -> tuple[float, float]:
-        """The percentile interval of a column's score."""
+        """The interval of a column's score: percentile over the draws, or Student-t over
+        seeds when :attr:`seeds_only`."""
+        if self.seeds_only:
+            values, constant = self._seed_values(self.column(label))
+            return t_interval(values, level) if len(values) else (constant, constant)
         return _percentiles(self.draws[:, self.column(label)], level)
 
     def difference(self, a: str, b: str, level: float = LEVEL) -> tuple[float, float, float]:
-        """``(a − b, low, high)``: the paired difference of two columns and its interval."""
+        """``(a − b, low, high)``: the paired difference of two columns and its interval
+        (Student-t over the per-seed differences when :attr:`seeds_only`)."""
         i, j = self.column(a), self.column(b)
+        diff = float(self.point[i] - self.point[j])
+        if self.seeds_only:
+            values, constant = self.seed_differences(a, b)
+            return (diff, *(t_interval(values, level) if len(values) else (constant, constant)))
         low, high = _percentiles(self.draws[:, i] - self.draws[:, j], level)
-        return float(self.point[i] - self.point[j]), low, high
+        return diff, low, high
+
+    def seed_differences(self, a: str, b: str) -> tuple[np.ndarray, float]:
+        """Seeds only: ``(per-seed a − b on the seeds both have, the constant difference
+        when neither has a seed)``; a side stored only without a seed (a deterministic
+        baseline) enters every seed as its constant."""
+        (va, ca), (vb, cb) = self._seed_values(self.column(a), paired=True), \
+            self._seed_values(self.column(b), paired=True)
+        if not (np.isfinite(va).any() or np.isfinite(vb).any()):
+            return np.empty(0), ca - cb
+        va, vb = np.where(np.isfinite(va), va, ca), np.where(np.isfinite(vb), vb, cb)
+        both = np.isfinite(va) & np.isfinite(vb)
+        return va[both] - vb[both], float("nan")
+
+    def _seed_values(self, column: int, paired: bool = False) -> tuple[np.ndarray, float]:
+        """A column's per-seed scores (finite ones; with ``paired``, one per seed, NaN where
+        absent) and its seedless constant (NaN if none)."""
+        values = self.per_seed[:, column]
+        constant = values[~self.seeded]
+        constant = float(constant[np.isfinite(constant)][0]) if np.isfinite(constant).any() else float("nan")
+        seeded = values[self.seeded]
+        return (seeded if paired else seeded[np.isfinite(seeded)]), constant
 
 
 def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
@@ -187,7 +239,7 @@ def seed_blocks(rows: pd.DataFrame, columns: dict[str, pd.Series], metric: Any) 
         records = list(cells["per_sample"]) if "per_sample" in cells else [None] * len(cells)
         block, resampled = _block(records, cells["value"].to_numpy(float), metric)
         complete &= resampled
-        blocks.append(SeedBlock(block[0], block[1], average, member.sum(axis=0) > 0))
+        blocks.append(SeedBlock(block[0], block[1], average, member.sum(axis=0) > 0, bool(pd.notna(values[seed]))))
     return blocks, complete
 
 
@@ -238,24 +290,84 @@ def bootstrap_columns(rows: pd.DataFrame, columns: dict[str, pd.Series], metric:
     blocks, complete = seed_blocks(rows, columns, metric)
     if not blocks:
         return None
-    point, draws = hierarchical_bootstrap(blocks, resamples)
-    return Draws(list(columns), point, draws, complete)
+    if any(block.n for block in blocks):
+        point, draws = hierarchical_bootstrap(blocks, resamples)
+        return Draws(list(columns), point, draws, complete)
+    per_seed = np.vstack([np.where(block.present, block.score(np.ones((1, 0), dtype=np.int64))[0] @ block.average,
+                                   np.nan) for block in blocks])
+    seeded = np.array([block.seeded for block in blocks])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        point = np.nansum(per_seed, axis=0) / np.isfinite(per_seed).sum(axis=0)
+    return Draws(list(columns), point, t_draws(per_seed, seeded, resamples), complete, per_seed, seeded)
+
+
+def t_draws(per_seed: np.ndarray, seeded: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
+    """``resamples × columns`` paired draws of the columns' means over seeds from the
+    multivariate Student-t their seeds imply (``per_seed``: ``seeds × columns``, NaN where
+    a column has no cell): ``mean + g · Vᵀz / √(n(n−1))`` with ``V`` a column's centred
+    per-seed values, ``z`` standard normal per seed and ``g = √(ν/χ²_ν)`` shared by all
+    columns (ν: the seeds less one). Each column's draws are its mean plus its standard
+    error times a t(ν) variate, and a difference of two columns' draws is the t-variate
+    of their per-seed differences: percentiles of the draws are the Student-t intervals
+    (up to the draws' noise), so what is built on draws (tie groups, the main table's
+    aggregate) agrees with :func:`t_interval`. A column with fewer than two seeds, or
+    stored only without a seed, is drawn as its constant."""
+    rng = np.random.default_rng(seed)
+    present = np.isfinite(per_seed)
+    counts = present.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.nansum(per_seed, axis=0) / counts
+        scale = np.where(counts >= 2, 1 / np.sqrt(counts * (counts - 1.0)), 0.0)
+    centred = np.where(present & (counts >= 2) & seeded[:, None], per_seed - mean, 0.0)
+    freedom = max(int(seeded.sum()) - 1, 1)
+    shared = np.sqrt(freedom / rng.chisquare(freedom, size=resamples))
+    normal = rng.standard_normal((resamples, len(per_seed)))
+    return mean + shared[:, None] * (normal @ centred) * scale
+
+
+def t_interval(values: Sequence[float] | np.ndarray, level: float = LEVEL) -> tuple[float, float]:
+    """The Student-t interval of the mean of independent values (one per seed), as SciPy's
+    ``scipy.stats.ttest_1samp(...).confidence_interval``: ``mean ± t(n−1) · s/√n``.
+    NaNs with fewer than two values (one seed says nothing of the spread); ``(v, v)``
+    when all values are equal."""
+    from scipy.stats import t
+
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    if len(values) < 2:
+        return float("nan"), float("nan")
+    if np.ptp(values) == 0:
+        return float(values[0]), float(values[0])
+    mean, sem = float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values)))
+    low, high = t.interval(level, len(values) - 1, loc=mean, scale=sem)
+    return float(low), float(high)
+
+
+def t_p_value(values: Sequence[float] | np.ndarray, bar: float, above: bool) -> float:
+    """One-sided p-value of the one-sample t-test that the mean of ``values`` (per-seed
+    paired differences) lies above ``bar`` (``above``) or below it, as SciPy's
+    ``ttest_1samp(values, bar, alternative="greater" | "less")``. With all values equal
+    the mean is exact: 0 when it lies strictly on the tested side, else 1; 1 with fewer
+    than two values."""
+    from scipy.stats import t
+
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    if len(values) < 2:
+        return 1.0
+    if np.ptp(values) == 0:
+        return 0.0 if (values[0] > bar if above else values[0] < bar) else 1.0
+    mean, sem = float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values)))
+    stat = (mean - bar) / sem
+    return float(t.sf(stat, len(values) - 1) if above else t.cdf(stat, len(values) - 1))
 
 
 def seed_interval(per_seed: Sequence[float], level: float = LEVEL) -> tuple[float, float]:
-    """The percentile interval of the mean of per-seed values, by SciPy's
-    ``scipy.stats.bootstrap`` over seeds (for scores stored without per-sample data);
-    ``(v, v)`` for a single seed, NaNs for none."""
-    from scipy.stats import bootstrap
-
-    values = np.asarray([v for v in per_seed if v is not None and np.isfinite(v)], dtype=float)
-    if not len(values):
-        return float("nan"), float("nan")
-    if len(values) == 1 or np.ptp(values) == 0:
-        return float(values[0]), float(values[0])
-    ci = bootstrap((values,), np.mean, n_resamples=RESAMPLES, confidence_level=level, method="percentile",
-                   random_state=np.random.default_rng(SEED)).confidence_interval
-    return float(ci.low), float(ci.high)
+    """The 95 % interval of the mean of per-seed values, for scores stored without
+    per-sample data: the Student-t interval over seeds (:func:`t_interval`; five seeds
+    are too few for a bootstrap, see the module docstring). NaNs for fewer than two
+    seeds."""
+    return t_interval([v for v in per_seed if v is not None], level)
 
 
 def fmt_interval(low: float, high: float, signed: bool = False) -> str:
@@ -266,8 +378,16 @@ def fmt_interval(low: float, high: float, signed: bool = False) -> str:
     return f"[{low:{spec}}, {high:{spec}}]"
 
 
+#: how a page states Student-t intervals over seeds (:attr:`Draws.seeds_only`)
+T_NOTE = (f"Intervals: {int(LEVEL * 100)} % Student-t intervals of the mean over seeds (t with n − 1 degrees of "
+          f"freedom for n seeds; no per-sample data is stored for these scores, and a bootstrap over five seeds "
+          f"under-covers); differences are the t-interval of the per-seed paired differences.")
+
+
 def method_note(draws: Draws | None) -> str:
     """The sentence a page prints under a table of intervals: how they were computed."""
+    if draws is not None and draws.seeds_only:
+        return T_NOTE
     seeds_only = "" if draws is None or draws.sample_level else (
         " Some cells were stored without per-sample predictions; their intervals reflect seeds only.")
     return (f"Intervals: {int(LEVEL * 100)} % percentile intervals of a hierarchical bootstrap ({RESAMPLES} "

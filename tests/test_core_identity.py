@@ -332,8 +332,8 @@ def test_a_claim_naming_an_empty_part_matches_rows_that_do_not_use_it():
     from relbench_stitching import Stitching
 
     rows = [{"selector": "random", "similarity": sim, "stitcher": "relative", "regularizer": reg, "source": "a",
-             "target": "b", "seed": 0, "metric": "accuracy", "value": value, "direction": "higher", "status": "ok"}
-            for sim, reg, value in (("robust", None, 0.8), ("robust", "topo", 0.7))]
+             "target": "b", "seed": seed, "metric": "accuracy", "value": value, "direction": "higher", "status": "ok"}
+            for sim, reg, value in (("robust", None, 0.8), ("robust", "topo", 0.7)) for seed in (0, 1)]
     claim = {"claim": "topo helps", "better": {"similarity": "robust", "regularizer": "topo"},
              "worse": {"similarity": "robust", "regularizer": "-"}}
     text = claims_section(Stitching(), pd.DataFrame(rows), [claim], {})

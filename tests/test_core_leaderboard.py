@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 from scipy.stats import friedmanchisquare
 
 from relbench.crosstask import common_set, rank
@@ -65,7 +66,7 @@ def test_claims_count_seedless_rows_and_name_the_metric_outside_stitching():
     text = claims_section(kind, df, [claim], {})
     assert "**holds** — representation=relative: 0.500 [0.500, 0.500] vs representation=absolute: 0.100 " \
            "[0.100, 0.100] (jaccard@10 ↑); advantage +0.400 [+0.400, +0.400], superiority, margin 0.01, p = " in text
-    assert "paired on the 2 source/target values both sides have; interval over seeds only (no per-sample " \
+    assert "paired on the 2 source/target values both sides have; paired t-test over 2 seeds (no per-sample " \
            "data)" in text
     worse = claims_section(kind, df, [{**claim, "better": claim["worse"], "worse": claim["better"]}], {})
     assert "**does not hold** —" in worse
@@ -88,10 +89,12 @@ def test_held_out_section_averages_decoders_and_draws_the_own_head(tmp_path):
     rows.append({**base, "selector": "-", "similarity": "-", "stitcher": "non-stitched", "seed": 0,
                  "source": "h", "target": "h", "value": 0.9, "role": "own-head"})
     text = held_out_section(pd.DataFrame(rows), "accuracy", Page(tmp_path, "t"))
-    # seed 0: mean(0.6, 0.8) = 0.7; seed 1: 0.6 → 0.650; no per-sample data: the interval spans the seeds
-    assert "| random · cosine · relative    | 0.650 [0.600, 0.700]" in text
-    assert "own absolute head (reference) | 0.900 [0.900, 0.900]" in text
-    assert "intervals reflect seeds only" in text
+    # seed 0: mean(0.6, 0.8) = 0.7; seed 1: 0.6 → 0.650; no per-sample data: a Student-t interval
+    # over the two seeds (0.65 ± 12.71 · 0.05), none for the own head's single seed
+    low, high = stats.ttest_1samp([0.7, 0.6], 0).confidence_interval()
+    assert f"| random · cosine · relative    | 0.650 [{low:.3f}, {high:.3f}]" in text
+    assert "own absolute head (reference) | 0.900 n/a" in text
+    assert "Student-t intervals of the mean over seeds" in text
     assert (tmp_path / "figures" / "t" / "held-out-accuracy.png").stat().st_size > 0
     # the section belongs to the held-out protocol's page only (the kind is built with the task's parameters)
     assert "Held-out encoders" in Stitching(protocol="held-out").page(pd.DataFrame(rows), Page(tmp_path, "t"))
@@ -99,7 +102,7 @@ def test_held_out_section_averages_decoders_and_draws_the_own_head(tmp_path):
     # the own head is found by its rows' role column, not by the label a tasks file gives it
     relabelled = [{**r, "stitcher": "own-head"} if r["stitcher"] == "non-stitched" else r for r in rows]
     again = held_out_section(pd.DataFrame(relabelled), "accuracy", Page(tmp_path, "t"))
-    assert "own absolute head (reference) | 0.900 [0.900, 0.900]" in again
+    assert "own absolute head (reference) | 0.900 n/a" in again
 
 
 def test_every_figure_has_a_vector_twin_and_heatmaps_share_one_scale(registry, cli_main, write_yaml, monkeypatch):

@@ -141,7 +141,7 @@ def test_embedding_norms_units_rows_figure_and_page(tmp_path):
     figure = tmp_path / "figures" / "embedding_norms.png"
     assert figure.stat().st_size > 1000 and figure.with_suffix(".svg").exists()
     page = run.kind.page(df, Page(tmp_path / "board", "t", store=_Store(figure.parent)))
-    assert "| mono-es" in page and "q0.95" in page and "[95 % interval over seeds]" in page
+    assert "| mono-es" in page and "q0.95" in page and "[95 % t-interval over seeds]" in page
     assert "![embedding norm histograms](figures/t/embedding_norms.png)" in page
     assert (tmp_path / "board" / "figures" / "t" / "embedding_norms.svg").exists()
     assert run.kind.page(df.iloc[:0], Page(tmp_path, "t")) == "No results yet.\n"

@@ -240,7 +240,7 @@ def test_translation_quality_grid_and_page(tmp_path):
     page = run.kind.page(df, Page(tmp_path, "t"))
     assert "![" in page and "ω \\ δ" in page and "IRP cosine ↑" in page and "on the validation part" in page
     assert "ω = 4, δ = 0.3: 8 of 12" in page  # 2 of 3 targets × 4 subspaces singular
-    assert "[95 % interval over seeds]" in page and " ± " not in page
+    assert "[95 % t-interval over seeds]" in page and " ± " not in page
     assert (tmp_path / "figures" / "t" / "omega_delta_random.png").stat().st_size > 1000
     assert "accuracy of the target's head on the translated embeddings" in page and "report 0.7." in page
 
@@ -309,7 +309,7 @@ def test_scale_invariance_curves_and_page(tmp_path):
     assert acc[acc["input"] == "raw"]["selector"].isna().all()
     assert len(irp_rows) == 3 * 2 * 2 * 4  # targets × other sources × activations × α
     page = run.kind.page(df, Page(tmp_path, "t"))
-    assert "α=1000" in page and "Accuracy ↑" in page and "[95 % interval over seeds]" in page
+    assert "α=1000" in page and "Accuracy ↑" in page and "[95 % t-interval over seeds]" in page
     assert (tmp_path / "figures" / "t" / "scale_invariance.png").exists()
     assert "mean embedding norm" in (tmp_path / "figures" / "t" / "scale_invariance.svg").read_text()  # legend
     assert np.isfinite(acc["value"]).all()

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from scipy import stats
 from sklearn.datasets import load_digits
 
 from relbench.interfaces import DIRECTIONS, Bank, DatasetData, Split
@@ -134,7 +135,8 @@ def test_reconstruction_units_per_seed_and_bottleneck(tmp_path, monkeypatch):
     md = run.kind.page(df, page_of(tmp_path))
     per_seed = df[df.encoder_seed != df.decoder_seed].groupby(["bottleneck", "seed"]).value.mean()["relative"]
     shown = re.search(rf"{per_seed.mean():.4f} \[([0-9.]+), ([0-9.]+)\]", md)  # no per-sample data: over seeds
-    assert shown and per_seed.min() - 1e-4 <= float(shown[1]) <= float(shown[2]) <= per_seed.max() + 1e-4
+    expected = stats.ttest_1samp(per_seed.to_numpy(), 0).confidence_interval()  # a Student-t interval
+    assert shown and (float(shown[1]), float(shown[2])) == pytest.approx((expected.low, expected.high), abs=1e-4)
     assert "2 task seed(s)" in md and "mse ↓" in md and "figures/t/reconstruction_relative.png" in md
     with pytest.raises(ValueError, match="model_seeds"):
         Reconstruction(model_seeds=[3])
@@ -228,8 +230,9 @@ def test_reconstruction_headline_is_the_best_relative_stitched_mse_beside_the_be
     # non-stitched pairs do not enter: stratified stitches best
     assert headline["best"] == "relative · stratified · stitched" and headline["metric"] == "mse"
     assert headline["score"] == pytest.approx(0.035)  # mean over seeds of 0.03 and 0.04
-    low, high = headline["interval"]
-    assert 0.03 - 1e-9 <= low <= headline["score"] <= high <= 0.04 + 1e-9 and low < high
+    low, high = headline["interval"]  # the Student-t interval over the two seeds
+    expected = stats.ttest_1samp([0.03, 0.04], 0).confidence_interval()
+    assert (low, high) == pytest.approx((expected.low, expected.high)) and low < headline["score"] < high
     assert headline["reference"] == pytest.approx(0.155)  # absolute · stratified, the lower absolute one
     assert "the reference is the lowest stitched MSE of an absolute bottleneck" in Reconstruction().meaning(
         headline, "lower")

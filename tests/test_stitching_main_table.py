@@ -302,7 +302,10 @@ def test_a_page_s_cells_keep_its_paired_draws_of_the_stitched_score(tmp_path):
         kept = unpack_draws(cell["draws"])
         column = scored.draws.draws[:KEPT_DRAWS, scored.draws.column(" · ".join(map(str, combo)) + " | stitched")]
         assert np.array_equal(kept, column.astype(np.float32)) and cell["coverage"] == 1.0  # paired: resample b
-        assert np.percentile(kept, [2.5, 97.5]) == pytest.approx([cell["low"], cell["high"]], abs=1e-6)
+        # no per-sample data: the cell's interval is the Student-t one, its draws paired t-draws that agree
+        # with it up to their noise
+        width = cell["high"] - cell["low"]
+        assert np.percentile(kept, [2.5, 97.5]) == pytest.approx([cell["low"], cell["high"]], abs=0.1 * width)
 
 
 def test_cells_with_draws_round_trip_through_the_manifest_and_an_unchanged_index_is_not_drawn_again(

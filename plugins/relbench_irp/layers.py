@@ -232,5 +232,5 @@ def _table(ok: pd.DataFrame) -> str:
                      _seed_mean(base)])
     headers = ["selector", "representation", "layer", "scale", "cosine ↑", "error ↓", "accuracy ↑",
                "unscaled ↑"]
-    return ("Mean over seeds [95 % interval over seeds] (a table too wide for a screen continues below, its rows "
+    return ("Mean over seeds [95 % t-interval over seeds] (a table too wide for a screen continues below, its rows "
             "named again):\n\n" + table(body, headers=headers, keep=4) + "\n")

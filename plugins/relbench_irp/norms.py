@@ -123,7 +123,7 @@ class EmbeddingNorms(TaskKind):
                 "target's mean norm assumes (Maiorca et al. 2024, Figure 5).")
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
-        """The per-encoder table (mean over seeds [95 % interval over seeds]) and the
+        """The per-encoder table (mean over seeds [95 % t-interval over seeds]) and the
         first seed's histograms."""
         ok = results[(results["status"] == "ok") & results["metric"].isin(STATISTICS + (QUANTILE,))]
         if ok.empty:
@@ -149,5 +149,5 @@ def _summary(ok: pd.DataFrame) -> str:
             cells.append(f"{fmt(per_seed.mean())} {fmt_interval(*seed_interval(per_seed))}" if len(rows) else "n/a")
         body.append([encoder] + cells)
     headers = ["encoder", "mean", "std", "std / mean"] + [f"q{q:g}" for q in quantiles]
-    return ("L2 norms of the test embeddings (mean over seeds [95 % interval over seeds]; a table too wide for a "
+    return ("L2 norms of the test embeddings (mean over seeds [95 % t-interval over seeds]; a table too wide for a "
             "screen continues below, its rows named again):\n\n" + table(body, headers=headers, keep=1) + "\n")

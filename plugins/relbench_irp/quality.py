@@ -197,7 +197,7 @@ class TranslationQuality(TaskKind):
         """The anchors and (ω, δ) the page's per-pair table is drawn at (chosen on the
         validation part: the selector whose chosen cell has the best inter-space validation
         mean), its test reconstruction cosine in the inter-space setting as the ω × δ table
-        shows it (mean over seeds, 95 % interval over seeds), and as reference the
+        shows it (mean over seeds, 95 % t-interval over seeds), and as reference the
         intra-space cosine at the same cell: a space translated into itself. A task with one
         encoder has no inter-space setting: its score is the intra-space one, without
         reference. None without validation rows (the page then chooses no cell either)."""
@@ -316,7 +316,7 @@ PAPER_RECONSTRUCTION_ACCURACY = 0.7
 
 def _diagnostics_correlation(g: pd.DataFrame) -> str:
     """Figure 6's two correlations over the (ω, δ) cells, each seed's Pearson correlation
-    then their mean over seeds with its 95 % interval over seeds, beside the paper's:
+    then their mean over seeds with its 95 % t-interval over seeds, beside the paper's:
     condition number ↔ anchors kept (every pair), and reconstruction cosine ↔ the target
     head's accuracy on the translated embeddings (inter-space pairs, as the paper's
     stitching between encoders; only where the rows have that accuracy)."""
@@ -338,14 +338,14 @@ def _diagnostics_correlation(g: pd.DataFrame) -> str:
         cells = len(rows[rows["metric"] == x].drop_duplicates(["omega", "delta"]))
         lines.append(f"Pearson correlation between {what} over the {cells} (ω, δ) cells ({cells_are}): "
                      f"{fmt(float(np.mean(per_seed)))} {fmt_interval(*seed_interval(per_seed))} (mean over "
-                     f"{len(per_seed)} seed(s) of each seed's correlation [95 % interval over seeds]); Maiorca et al. "
+                     f"{len(per_seed)} seed(s) of each seed's correlation [95 % t-interval over seeds]); Maiorca et al. "
                      f"2024 (§5, Figure 6, TREC) report {paper:g}.\n")
     return "\n".join(lines)
 
 
 def _seed_stats(g: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Mean over cells within a seed, then the mean over seeds (``mean``, ``std``) with its
-    95 % interval over seeds (``low``, ``high``; no per-sample data is stored for these scores)."""
+    95 % t-interval over seeds (``low``, ``high``; no per-sample data is stored for these scores)."""
     per_seed = g.groupby(by + ["seed"], dropna=False)["value"].mean().reset_index()
     out = per_seed.groupby(by, dropna=False)["value"].agg(["mean", "std", list]).reset_index()
     bounds = [seed_interval(v) for v in out.pop("list")]
@@ -422,7 +422,7 @@ def _tables(g: pd.DataFrame, marks: dict[str, str]) -> str:
             cells = {r["delta"]: _shown(r) for _, r in row.iterrows()}
             body.append([int(omega)] + [cells.get(x, "n/a") for x in deltas])
         title = arrow("Reconstruction cosine", marks["reconstruction_cosine"])
-        out.append(f"{title}, {setting}-space (mean over seeds [95 % interval over seeds]):\n\n"
+        out.append(f"{title}, {setting}-space (mean over seeds [95 % t-interval over seeds]):\n\n"
                    + table(body, headers=["ω \\ δ"] + [f"{x:g}" for x in deltas]) + "\n")
     return "\n".join(out)
 

@@ -221,7 +221,7 @@ def _figure(d: pd.DataFrame, norms: pd.Series, page: Page) -> str:
     fig.tight_layout()
     link = page.save(fig, "scale_invariance.png")
     return (f"![accuracy vs rescale factor]({link})\n\nSolid: the head's own test embeddings; dashed: other "
-            f"encoders IRP-translated into its space; shaded: 95 % interval over seeds; red line: the target's mean "
+            f"encoders IRP-translated into its space; shaded: 95 % t-interval over seeds; red line: the target's mean "
             f"embedding norm.\n")
 
 
@@ -236,6 +236,6 @@ def _table(d: pd.DataFrame, norms: pd.Series, direction: str) -> str:
         cells = [stat(g[(g["metric"] == "accuracy") & (g["alpha"] == a)]) for a in alphas]
         body.append([target, act, inp, f"{norms.get(target, np.nan):.2f}", unscaled] + cells)
     headers = ["head on", "activation", "input", "mean norm", "unscaled"] + [f"α={a:g}" for a in alphas]
-    return f"{arrow('Accuracy', direction)} (mean over seeds [95 % interval over seeds]; irp rows average the " \
+    return f"{arrow('Accuracy', direction)} (mean over seeds [95 % t-interval over seeds]; irp rows average the " \
         f"translated sources; a table too wide for a screen continues below, its rows named again):\n\n" + \
         table(body, headers=headers, keep=3) + "\n"

@@ -46,7 +46,7 @@ def _curve_of(measured: Measured, combo: tuple) -> pd.DataFrame:
 def index_cells(measured: Measured) -> list[dict] | None:
     """Per method with anchors, in the page's order (best full-budget score first): its
     ``method`` label and plugins, the ``metric`` and its ``direction``, its full-budget
-    ``score`` with the ends of its 95 % interval over seeds (``low``, ``high``; None
+    ``score`` with the ends of its 95 % t-interval over seeds (``low``, ``high``; None
     where none), ``seeds``, the ``largest`` budget, its 95 % ``budget`` and that
     budget's interval (``budget_low``, ``budget_high``), and its ``curve``: ``[budget,
     mean score]`` per budget, smallest first. None when no method has anchors."""

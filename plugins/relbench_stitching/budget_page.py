@@ -170,7 +170,7 @@ SUMMARY_LEGEND = (
 CURVE_LEGEND = (
     "*pairs*: *stitched* (a decoder evaluated on another encoder than its own) or, for a reference without "
     "stitched pairs, *own* (each decoder on its own encoder); a budget of *none*: the stitcher uses no anchors. "
-    "Intervals: 95 % percentile bootstrap of the mean over seeds.\n")
+    "Intervals: 95 % Student-t intervals of the mean over seeds.\n")
 
 
 def _summary_table(summary: pd.DataFrame, metric: str, direction: str) -> str:

@@ -59,7 +59,7 @@ class Symmetry(TaskKind):
     reference head the ``absolute`` stitcher trains on the target's training embeddings,
     applied to the mapped source test embeddings); per unit ``own_accuracy`` ↑ (that head
     on the target's own test embeddings, the ceiling). The page gives, per pair, each
-    group's residual and accuracy (mean over seeds [95 % interval over seeds]) and the
+    group's residual and accuracy (mean over seeds [95 % t-interval over seeds]) and the
     smallest group that explains the pair: the first of a, b, c, d whose mean residual is
     within the 95 % interval of the best group's (the lowest mean residual, usually
     affine's; or within 1e-6 of its mean, the resolution of float32 embeddings); and how
@@ -216,7 +216,7 @@ def symmetry_section(cells_by_task: dict[str, list[dict]]) -> str | None:
              f"smallest group that explains a pair is most often {_named(first)} ({totals[first]} of {pairs}).",
              f"- An isometry up to scale, what the relative representation assumes, explains {isometry} of {pairs} "
              f"pairs; {beyond} need a general affine map.",
-             "- Explains: its held-out residual is within the 95 % interval over seeds of the best group's "
+             "- Explains: its held-out residual is within the 95 % t-interval over seeds of the best group's "
              "(each task's page has the residuals and the stitching accuracy of every group's map)."]
     return ("## Symmetry between encoders\n\n" + "\n".join(lines) + "\n\n"
             + table(rows, headers=["task", "pairs"] + [_named(g) for g in GROUPS]) + "\n")
@@ -228,13 +228,13 @@ _GROUPS_NOTE = (
     "both lie inside (c) ⊂ (d), neither inside the other. Between different widths the narrower space is "
     "zero-padded. Every map is fitted on the anchors and measured on the test samples; the residual is "
     "‖f(X) − Y‖_F / ‖Y‖_F. The smallest group that explains a pair is the first of a, b, c, d whose mean residual "
-    "is at most the upper end of the best group's 95 % interval over seeds (or within 1e-6 of its mean, what "
+    "is at most the upper end of the best group's 95 % t-interval over seeds (or within 1e-6 of its mean, what "
     "float32 embeddings resolve).\n")
 
 
 def pair_stats(rows: pd.DataFrame) -> pd.DataFrame:
     """Per (source, target, group, metric): the mean over seeds of each seed's value
-    (``mean``) and its 95 % interval over seeds (``low``, ``high``)."""
+    (``mean``) and its 95 % t-interval over seeds (``low``, ``high``)."""
     by = ["source", "target", "group", "metric"]
     per_seed = rows.groupby(by + ["seed"], dropna=False, sort=False)["value"].mean().reset_index()
     out = per_seed.groupby(by, dropna=False, sort=False)["value"].agg(["mean", list]).reset_index()
@@ -309,5 +309,5 @@ def _accuracy_table(stats: pd.DataFrame, marks: dict[str, str]) -> str:
             + [_shown(stats, source, target, None, "own_accuracy")] for source, target in pairs]
     headers = ["source", "target"] + [_named(g) for g in GROUPS] + ["target's own space"]
     return (arrow("Stitching accuracy", marks.get("accuracy", "higher")) + " of the target's absolute head on the "
-            "mapped source test embeddings (mean over seeds [95 % interval over seeds]):\n\n"
+            "mapped source test embeddings (mean over seeds [95 % t-interval over seeds]):\n\n"
             + table(body, headers=headers, keep=2) + "\n")

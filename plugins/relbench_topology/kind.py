@@ -183,7 +183,7 @@ class DeathTimes(TaskKind):
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """The quantiles per (encoder, selector, similarity, space, regularizer) as the
-        mean over seeds [95 % interval over seeds], and the first seed's histograms."""
+        mean over seeds [95 % t-interval over seeds], and the first seed's histograms."""
         ok = results[(results["status"] == "ok") & results["metric"].str.startswith("death_time_")]
         if ok.empty:
             return "No results yet.\n"
@@ -206,7 +206,7 @@ def death_time_rows(values: np.ndarray, quantiles: list[float], cell: dict) -> l
 
 def _summary(ok: pd.DataFrame) -> str:
     """One row per (encoder, selector, similarity, space, regularizer), one column per
-    death-time statistic: the mean over seeds with its 95 % interval over seeds."""
+    death-time statistic: the mean over seeds with its 95 % t-interval over seeds."""
     metrics = sorted(m for m in ok["metric"].unique() if m.startswith("death_time_q"))
     metrics += [m for m in ("death_time_mean", "death_time_std") if m in set(ok["metric"])]
     index = ["encoder", "selector", "similarity", "space", "regularizer"]
@@ -218,6 +218,6 @@ def _summary(ok: pd.DataFrame) -> str:
             cells.append(f"{fmt(per_seed.mean())} {fmt_interval(*seed_interval(per_seed))}" if len(per_seed) else "n/a")
         body.append([*keys, *cells])
     headers = index + [m.removeprefix("death_time_") for m in metrics]
-    return ("0-dim death times of same-class groups of test rows (mean over seeds [95 % interval over seeds]; a "
+    return ("0-dim death times of same-class groups of test rows (mean over seeds [95 % t-interval over seeds]; a "
             "table too wide for a screen continues below, its rows named again):\n\n"
             + table(body, headers=headers, keep=len(index)) + "\n")

@@ -84,7 +84,7 @@ def summary_table(df: pd.DataFrame, index: list[str], column: str, digits: int =
 def _with_interval(rows: pd.DataFrame, digits: int) -> str:
     point, low, high = cell_estimate(rows)
     mean = f"{point:.{digits}f}"
-    return mean if low == high else f"{mean} [{low:.{digits}f}, {high:.{digits}f}]"
+    return mean if not np.isfinite(low) or low == high else f"{mean} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
 def cell_estimate(rows: pd.DataFrame) -> tuple[float, float, float]:

@@ -155,7 +155,7 @@ class ConvReconstruction(Reconstruction):
                 "seeds (Moschella et al. 2023, Table 3): non-stitched = encoder and decoder of the same model; "
                 "stitched = all other pairs of the same task seed, model and bottleneck (the seed fixes the "
                 f"anchors). Mean over {per_seed['seed'].nunique()} task seed(s) of each seed's mean over its pairs, "
-                "with the 95 % interval of a bootstrap over seeds (no per-sample data is stored for this score)."
+                "with the 95 % Student-t interval over seeds (no per-sample data is stored for this score)."
                 "\n\n" + body + note + "\n\n" + beside_paper(per_seed) + self._figures(ok, page) + "\n")
 
     def _figures(self, ok: pd.DataFrame, page: Page) -> str:

@@ -196,7 +196,7 @@ class PerformanceProxy(TaskKind):
         return ("Does a model's latent similarity to a reference model predict its accuracy? (Moschella et al. "
                 "2023, §4.2.) Similarity: mean cosine between the model's and the reference's relative "
                 "representations of the test samples. Pearson r over the sweep: mean over seeds, with the "
-                "95 % interval of a bootstrap over seeds (no per-sample data is stored for this score).\n\n"
+                "95 % Student-t interval over seeds (no per-sample data is stored for this score).\n\n"
                 + table + note + f"\n\n![similarity vs accuracy]({link})\n")
 
     @staticmethod

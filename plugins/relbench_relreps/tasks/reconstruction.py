@@ -225,7 +225,7 @@ class Reconstruction(TaskKind):
         return (f"Pixel MSE ({mse}) of autoencoders composed across training seeds (Moschella et al. 2023, "
                 "Table 3): non-stitched = encoder and decoder of the same model; stitched = all other pairs of "
                 f"the same task seed (which fixes the anchors). Mean over {per_seed['seed'].nunique()} task "
-                "seed(s) of each seed's mean over its pairs, with the 95 % interval of a bootstrap over seeds "
+                "seed(s) of each seed's mean over its pairs, with the 95 % Student-t interval over seeds "
                 "(no per-sample data is stored for this score).\n\n" + body + note + figures + "\n")
 
 

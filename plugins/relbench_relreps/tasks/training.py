@@ -228,7 +228,7 @@ class RelativeTraining(TaskKind):
                 "(Moschella et al. 2023, §4.3, Table 2): non-stitched = each net's own encoder and head; stitched = "
                 "one net's encoder read by another's head, zero-shot (same task seed, hence the same anchors). "
                 f"Mean over {f1['seed'].nunique()} task seed(s) of each seed's mean over its pairs, with the 95 % "
-                "interval of a bootstrap over seeds.\n\n" + table + note +
+                "Student-t interval over seeds.\n\n" + table + note +
                 "\n\nThe paper's Table 2 (non-stitched; weighted F1 × 100 ± std over 6 seeds, a standard deep CNN "
                 "on the full training sets):\n\n| data set | relative | absolute |\n|---|---|---|\n" + paper +
                 "\n\nWhat differs here: a two-layer CNN trained for a few epochs on a few thousand images per seed "
@@ -241,7 +241,7 @@ class RelativeTraining(TaskKind):
                  "Per net but the reference (the first model seed, trained): the Pearson r across epochs (0 = "
                  "initialisation) of its test accuracy and its latent similarity to the reference (mean cosine of "
                  "the two nets' relative representations of the test images). Mean over seeds and nets, with the "
-                 "95 % interval of a bootstrap over seeds.\n\n")
+                 "95 % Student-t interval over seeds.\n\n")
         text += summary_table(with_arrows(r), ["bottleneck", "selector"], "metric")
         return text + f"\n\n![accuracy and latent similarity over epochs]({page.save(_figure(df), FIGURE, dpi=100)})\n"
 
