@@ -66,12 +66,37 @@ def write(df: pd.DataFrame, path: Path, fmt: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     flat = flatten(df)
     if fmt == "parquet":
-        flat.to_parquet(path, engine="pyarrow", index=False, compression="zstd")  # 2.4× smaller than snappy here
+        write_parquet(flat, path)
     elif fmt == "csv":
         flat.to_csv(path, index=False)
     else:
         _write_jsonl(flat, path)
     return path
+
+
+def write_parquet(flat: pd.DataFrame, path: Path) -> Path:
+    """Write an already flat frame (:func:`flatten`'s or :func:`stack_flat`'s) to ``path``
+    as parquet (pyarrow, zstd-compressed: 2.4× smaller than snappy here); returns ``path``."""
+    flat.to_parquet(path, engine="pyarrow", index=False, compression="zstd")
+    return path
+
+
+def stack_flat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Flat frames stacked into one flat frame, built a column at a time: what
+    ``flatten(pd.concat([f.astype(object) for f in frames], ignore_index=True))`` gives
+    (columns in their order of first appearance; a column a frame lacks is missing in its
+    rows; a column typed differently in two frames unified as :func:`flatten` does), without
+    the rows × columns table of Python objects that concatenating first holds (a release of
+    353,000 rows and 636 columns: 8.1 GB at its peak that way)."""
+    names = list(dict.fromkeys(name for frame in frames for name in frame.columns))
+    index = pd.RangeIndex(sum(len(frame) for frame in frames))
+    columns = {}
+    for name in names:
+        pieces = [frame[name].to_numpy(dtype=object) if name in frame else np.full(len(frame), np.nan, dtype=object)
+                  for frame in frames]
+        column = pd.Series(np.concatenate(pieces), index=index, name=name, dtype=object)
+        columns[name] = _uniform(column)
+    return pd.DataFrame(columns, index=index)
 
 
 def _write_jsonl(flat: pd.DataFrame, path: Path) -> None:

@@ -42,7 +42,7 @@ from relbench import deferred
 from relbench import __version__, crosstask
 from relbench.cache import atomic_write_bytes
 from relbench.errors import OutputNotWritable
-from relbench.export import flatten, write
+from relbench.export import flatten, stack_flat, write_parquet
 from relbench.identity import fingerprint
 from relbench.interfaces import TaskKind
 from relbench.names import inside
@@ -281,12 +281,15 @@ def _write_release(store: ResultStore, path: Path, tasks: list[Task], current: d
     frames = []
     for task in tasks:
         if task.name in kept:
-            frames.append(previous[previous["task"] == task.name].astype(object))
+            frames.append(previous[previous["task"] == task.name])
         else:
-            frames.append(flatten(store.load(task.name, units=current.get(task.name, []))).astype(object))
+            frames.append(flatten(store.load(task.name, units=current.get(task.name, []))))
+    del previous
     frames = [f for f in frames if not f.empty]
     partial = path.with_name(f".{path.name}.partial")
-    write(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), partial, "parquet")
+    # stacked a column at a time: concatenating the tasks' frames first held the whole table as
+    # Python objects (8.1 GB for the 7,142-unit release)
+    write_parquet(stack_flat(frames) if frames else pd.DataFrame(), partial)
     partial.replace(path)
 
 

@@ -11,7 +11,7 @@ import textwrap
 import pandas as pd
 import pytest
 
-from relbench.export import FORMATS, flatten, write
+from relbench.export import FORMATS, flatten, stack_flat, write, write_parquet
 
 
 def _rows() -> pd.DataFrame:
@@ -108,3 +108,23 @@ def test_written_files_load_in_duckdb_without_relbench(tmp_path):
         assert got["types"]["params.cosine.center"] == "BOOLEAN", fmt
         assert got["types"]["params.relative.width"] == "VARCHAR", fmt
         assert got["cell"] == [["7", "auto", "1200"]], fmt
+
+
+def test_stacking_flat_frames_column_by_column_gives_the_table_concatenating_gives(tmp_path):
+    # the release table is stacked a column at a time (no rows × columns table of objects);
+    # it must be the table, and the file, that concatenating the frames first gave
+    first = flatten(pd.DataFrame({"task": ["a", "a"], "value": [0.5, 0.25], "extra": [{"k": 1}, {"k": 2}]}))
+    second = flatten(pd.DataFrame({"task": ["b"], "value": [1.0], "seed": [3], "extra": [{"k": "x", "j": True}]}))
+    third = flatten(pd.DataFrame({"task": ["c", "c"], "seed": [None, 4]}))
+    frames = [first, second, third]
+    stacked = stack_flat(frames)
+    expected = flatten(pd.concat([f.astype(object) for f in frames], ignore_index=True))
+    pd.testing.assert_frame_equal(stacked, expected)
+    assert list(stacked.columns) == ["task", "value", "extra.k", "seed", "extra.j"]  # order of first appearance
+    # an int in one frame, a string in another: text, as flatten makes it; missing where a frame lacks it
+    assert list(stacked["extra.k"][:3]) == ["1", "2", "x"] and stacked["extra.k"][3:].isna().all()
+    # ints in one frame, floats (a missing value) in another: float, as flatten makes it
+    assert str(stacked["seed"].dtype) == "Float64" and stacked["seed"].isna().tolist() == [True, True, False, True, False]
+    write_parquet(stacked, tmp_path / "stacked.parquet")
+    write(pd.concat([f.astype(object) for f in frames], ignore_index=True), tmp_path / "concat.parquet", "parquet")
+    assert (tmp_path / "stacked.parquet").read_bytes() == (tmp_path / "concat.parquet").read_bytes()
