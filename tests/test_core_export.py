@@ -124,7 +124,8 @@ def test_stacking_flat_frames_column_by_column_gives_the_table_concatenating_giv
     # an int in one frame, a string in another: text, as flatten makes it; missing where a frame lacks it
     assert list(stacked["extra.k"][:3]) == ["1", "2", "x"] and stacked["extra.k"][3:].isna().all()
     # ints in one frame, floats (a missing value) in another: float, as flatten makes it
-    assert str(stacked["seed"].dtype) == "Float64" and stacked["seed"].isna().tolist() == [True, True, False, True, False]
+    assert str(stacked["seed"].dtype) == "Float64"
+    assert stacked["seed"].isna().tolist() == [True, True, False, True, False]
     write_parquet(stacked, tmp_path / "stacked.parquet")
     write(pd.concat([f.astype(object) for f in frames], ignore_index=True), tmp_path / "concat.parquet", "parquet")
     assert (tmp_path / "stacked.parquet").read_bytes() == (tmp_path / "concat.parquet").read_bytes()

@@ -226,7 +226,8 @@ def test_without_per_sample_data_draws_give_t_intervals_over_seeds():
 
 
 def test_a_seedless_column_is_a_constant_in_seed_differences():
-    df = pd.DataFrame([{"seed": s, "method": "a", "value": v, "per_sample": None} for s, v in enumerate([0.5, 0.6, 0.7])]
+    df = pd.DataFrame([{"seed": s, "method": "a", "value": v, "per_sample": None}
+                       for s, v in enumerate([0.5, 0.6, 0.7])]
                       + [{"seed": None, "method": "base", "value": 0.4, "per_sample": None}])
     draws = bootstrap_columns(df, {m: df["method"] == m for m in ("a", "base")}, None)
     assert draws.interval("base") == (0.4, 0.4)  # deterministic: no spread

@@ -338,8 +338,8 @@ def _diagnostics_correlation(g: pd.DataFrame) -> str:
         cells = len(rows[rows["metric"] == x].drop_duplicates(["omega", "delta"]))
         lines.append(f"Pearson correlation between {what} over the {cells} (ω, δ) cells ({cells_are}): "
                      f"{fmt(float(np.mean(per_seed)))} {fmt_interval(*seed_interval(per_seed))} (mean over "
-                     f"{len(per_seed)} seed(s) of each seed's correlation [95 % t-interval over seeds]); Maiorca et al. "
-                     f"2024 (§5, Figure 6, TREC) report {paper:g}.\n")
+                     f"{len(per_seed)} seed(s) of each seed's correlation [95 % t-interval over seeds]); "
+                     f"Maiorca et al. 2024 (§5, Figure 6, TREC) report {paper:g}.\n")
     return "\n".join(lines)
 
 
