@@ -332,15 +332,24 @@ def t_interval(values: Sequence[float] | np.ndarray, level: float = LEVEL) -> tu
     when all values are equal."""
     from scipy.stats import t
 
+    n, mean, sem = _mean_and_error(values)
+    if n < 2:
+        return float("nan"), float("nan")
+    if sem == 0:
+        return mean, mean
+    low, high = t.interval(level, n - 1, loc=mean, scale=sem)
+    return float(low), float(high)
+
+
+def _mean_and_error(values: Sequence[float] | np.ndarray) -> tuple[int, float, float]:
+    """``(n, mean, standard error)`` of the finite ``values``; with all of them equal the
+    mean is that value exactly and the error 0 (NaNs for none, error NaN for one)."""
     values = np.asarray(values, dtype=float)
     values = values[np.isfinite(values)]
-    if len(values) < 2:
-        return float("nan"), float("nan")
-    if np.ptp(values) == 0:
-        return float(values[0]), float(values[0])
-    mean, sem = float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values)))
-    low, high = t.interval(level, len(values) - 1, loc=mean, scale=sem)
-    return float(low), float(high)
+    if len(values) < 2 or np.ptp(values) == 0:
+        return len(values), (float(values[0]) if len(values) else float("nan")), \
+            (0.0 if len(values) > 1 else float("nan"))
+    return len(values), float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values)))
 
 
 def t_p_value(values: Sequence[float] | np.ndarray, bar: float, above: bool) -> float:
@@ -351,15 +360,13 @@ def t_p_value(values: Sequence[float] | np.ndarray, bar: float, above: bool) -> 
     than two values."""
     from scipy.stats import t
 
-    values = np.asarray(values, dtype=float)
-    values = values[np.isfinite(values)]
-    if len(values) < 2:
+    n, mean, sem = _mean_and_error(values)
+    if n < 2:
         return 1.0
-    if np.ptp(values) == 0:
-        return 0.0 if (values[0] > bar if above else values[0] < bar) else 1.0
-    mean, sem = float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values)))
+    if sem == 0:
+        return 0.0 if (mean > bar if above else mean < bar) else 1.0
     stat = (mean - bar) / sem
-    return float(t.sf(stat, len(values) - 1) if above else t.cdf(stat, len(values) - 1))
+    return float(t.sf(stat, n - 1) if above else t.cdf(stat, n - 1))
 
 
 def seed_interval(per_seed: Sequence[float], level: float = LEVEL) -> tuple[float, float]:
