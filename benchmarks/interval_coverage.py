@@ -7,8 +7,9 @@ Two parts, printed side by side:
    draws of it (an accuracy). For scores stored *without* per-sample data (the seed's
    mean only), the percentile bootstrap over seeds used until 962b24a against the
    Student-t interval used since (:func:`relbench.uncertainty.t_interval`); for scores
-   *with* per-sample data, the hierarchical bootstrap the stitching pages use (seeds,
-   then each seed's samples) against the t-interval over the per-seed means. The ratio
+   *with* per-sample data, the hierarchical bootstrap (seeds, then each seed's samples)
+   the stitching pages used until the seed-level change against the t-interval over the
+   per-seed means they use since (:func:`relbench.uncertainty.bootstrap_columns`). The ratio
    ``seed_sd / sampling sd`` decides which regime a page is in.
 2. **Where the release sits** (``--release``): for each stitching task's accuracy cells
    (one combination on one encoder pair, over its seeds), the between-seed variance of the

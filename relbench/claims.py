@@ -13,17 +13,18 @@ good"). Every claim is judged on what both sides share:
 - **One margin per metric.** The smallest difference that counts is the claim's
   ``margin`` if given, else the one the metric plugin declares (``claim_margin``: a share
   of an F1 score is not a share of a correlation), else :data:`MARGIN`.
-- **One family.** The page's score claims form the family. Each gets a bootstrap
-  p-value for the direction its interval points to (the two-sided equal-tailed value,
-  so that a single claim reduces to "the 95 % interval clears the margin"), and Holm's
-  step-down procedure (``statsmodels``) holds the chance of any false verdict on the
-  page at 5 %. Claims that count achievable cells are fixed by design, not tested.
-- **Seeds only.** Where neither side stores per-sample data, the seeds are the only
-  source of uncertainty and too few for a bootstrap: the claim takes a paired t-test
-  over seeds and a Student-t interval (:mod:`relbench.uncertainty`), and its line says so.
+- **One family.** The page's score claims form the family. Each gets a p-value for the
+  direction its interval points to (the two-sided equal-tailed value, so that a single
+  claim reduces to "the 95 % interval clears the margin"), and Holm's step-down procedure
+  (``statsmodels``) holds the chance of any false verdict on the page at 5 %. Claims that
+  count achievable cells are fixed by design, not tested.
+- **Over seeds.** With two seeds or more, a claim takes a paired t-test over seeds and
+  the Student-t interval of the per-seed differences (:mod:`relbench.uncertainty`: each
+  seed's score on its own test samples is one independent draw); with one seed, a
+  bootstrap over its test samples, conditional on that seed. The line says which.
 
-Intervals resample seeds and each seed's test samples; they are conditional on the
-encoder pairs, which are not resampled (the page says so).
+Intervals are conditional on the encoder pairs, which are not resampled (the page says
+so).
 
 A claim may say which paper and setting it stands for and what differs here
 (``paper``): the page shows that under its verdict, and when the verdict is *does not
@@ -107,7 +108,7 @@ def paired(kind: TaskKind, better: pd.DataFrame, worse: pd.DataFrame) -> tuple[p
 
 @dataclass
 class Tested:
-    """One score claim's paired difference: its point, interval and bootstrap p-values."""
+    """One score claim's paired difference: its point, interval and one-sided p-values."""
 
     claim: str  #: the claim's text
     details: str  #: what follows the verdict: the sides, the advantage, the test, the pairing
@@ -199,7 +200,7 @@ def paper_note(claim: dict, outcome: str | None) -> str:
 
 def _tested(kind: TaskKind, df: pd.DataFrame, claim: dict, metric: str, sides: list[pd.DataFrame],
             labels: list[str], scorer: Any, direction: dict[str, str]) -> str | Tested:
-    """A score claim's paired bootstrap (a finished line when it cannot be measured)."""
+    """A score claim's paired test (a finished line when it cannot be measured)."""
     test = claim.get("test", "superiority")
     margin = margin_of(claim, scorer)
     sides = [d[d["status"] == "ok"] for d in sides]
@@ -221,24 +222,24 @@ def _tested(kind: TaskKind, df: pd.DataFrame, claim: dict, metric: str, sides: l
     if sign < 0:
         diff, low, high = -diff, -high, -low
     bar = bar_of(test, margin)
-    if draws.seeds_only:  # no per-sample data: a paired t-test over seeds (see relbench.uncertainty)
+    if draws.over_seeds:  # a paired t-test over seeds (see relbench.uncertainty)
         per_seed, constant = draws.seed_differences("better", "worse")
         if len(per_seed):
-            seeds_only = f"; paired t-test over {len(per_seed)} seeds (no per-sample data)" if len(per_seed) > 1 \
-                else "; one seed (no per-sample data): not tested"
+            how = f"; paired t-test over {len(per_seed)} seeds" if len(per_seed) > 1 else "; one seed: not tested"
         else:  # both sides stored without a seed: the difference is exact
-            per_seed, seeds_only = np.array([constant, constant]), "; both sides deterministic: an exact difference"
+            per_seed, how = np.array([constant, constant]), "; both sides deterministic: an exact difference"
         p_holds, p_fails = t_p_value(sign * per_seed, bar, above=True), t_p_value(sign * per_seed, -margin, above=False)
     else:
         p_holds, p_fails = one_sided_p(advantage, bar, above=True), one_sided_p(advantage, -margin, above=False)
-        seeds_only = "" if draws.sample_level else "; interval over seeds only (no per-sample data)"
+        how = "; one seed: a bootstrap over its test samples" + (
+            "" if draws.sample_level else ", some cells stored without per-sample data")
     what = "superiority" if test == "superiority" else f"non-inferiority (holds above −{margin:g})"
     p = min(1.0, 2 * min(p_holds, p_fails))
     details = (f"{labels[0]}: {fmt(draws.point[0])} {fmt_interval(*draws.interval('better'))} vs {labels[1]}: "
                f"{fmt(draws.point[1])} {fmt_interval(*draws.interval('worse'))} "
                f"({arrow(metric, direction.get(metric, 'neutral'))}); advantage {diff:+.3f} "
                f"{fmt_interval(low, high, signed=True)}, {what}, margin {margin:g}, p = {p:.3g}"
-               f"{f'; {pairing}' if pairing else ''}{seeds_only}.")
+               f"{f'; {pairing}' if pairing else ''}{how}.")
     return Tested(claim["claim"], details, p_holds, p_fails)
 
 
@@ -254,9 +255,8 @@ def _preamble(kind: TaskKind, family: int, papers: bool) -> str:
             "*non-inferiority* (\"at least as good\") holds when it is shown above minus the margin. A claim "
             "*does not hold* when the advantage is shown below minus the margin, and is *inconclusive* otherwise. "
             f"The family is this page's {family} score claim{'s' if family != 1 else ''}: each gets a two-sided "
-            f"bootstrap p-value (a paired t-test over seeds, with a Student-t interval, where neither side stores "
-            f"per-sample data; the line says so), and Holm's step-down procedure keeps the chance of any false "
-            f"verdict among them "
+            f"p-value (a paired t-test over seeds; with one seed, a bootstrap over its test samples; the line says "
+            f"which), and Holm's step-down procedure keeps the chance of any false verdict among them "
             f"at {FAMILY_ALPHA:.0%}. Margins are per metric (the metric plugin's, unless the claim sets one). "
             + method_note(None) + " Intervals are conditional on the encoder pairs measured (pairs are not "
             "resampled)." + (" Under a claim, *stands for* names the paper, table and setting it comes from and what "

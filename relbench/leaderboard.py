@@ -578,10 +578,10 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
              *kind_sections(tasks, entries),
              "## Tasks\n",
              "*best score*: with its 95 % interval where the task's page computes one (otherwise ± std over "
-             "seeds); the page shows which other combinations are indistinguishable from it. Intervals: percentile "
-             "intervals of a hierarchical bootstrap over seeds and test samples where per-sample data is stored, "
-             "otherwise Student-t intervals over seeds (*t-interval*: n − 1 degrees of freedom for n seeds; a "
-             "bootstrap over five seeds under-covers). *reference*: the "
+             "seeds); the page shows which other combinations are indistinguishable from it. Intervals: Student-t "
+             "intervals of the mean over seeds (*t-interval*: n − 1 degrees of freedom for n seeds; each seed's "
+             "score, on its own test samples, is one independent draw; a bootstrap over five seeds under-covers), "
+             "and with one seed a bootstrap over its test samples, conditional on that seed. *reference*: the "
              "score the task's kind compares its best with (its page's **Means** line says what it is; n/a where "
              "the kind names none); *gap*: the reference minus the best score, signed so that a positive gap is how "
              "far the best score falls short of the reference in the metric's better direction and a negative gap "

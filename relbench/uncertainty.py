@@ -1,42 +1,43 @@
-"""How uncertain a page's scores are: 95 % intervals from a hierarchical bootstrap over
-seeds and test samples, paired differences, groups of results indistinguishable from the
-best, and three-valued claims.
+"""How uncertain a page's scores are: 95 % intervals, paired differences, groups of
+results indistinguishable from the best, and three-valued claims.
 
 A score on a page is a mean over seeds of a mean over *cells* (e.g. the encoder pairs a
 combination is stitched on) of a metric computed on that seed's test samples. Its
 uncertainty has two sources: the seeds (each draws its training and test subsamples,
-anchors and initialisations) and the test samples. The bootstrap resamples both levels
-as the data were generated: seeds with replacement, then, for every seed drawn, that
-seed's test samples with replacement, afresh for each draw. Every column is scored on
-each resample from the stored per-sample predictions (:mod:`relbench.samples`) by the
-metric's own :meth:`~relbench.interfaces.Metric.compute_weighted`, so a column's
-draws carry both sources, and within one resample all columns see the same seeds and
-the same samples: the difference of two columns' draws is the *paired* bootstrap
-distribution of their difference.
+anchors and initialisations) and the test samples.
 
-Choices, stated on the pages that use them: percentile intervals of
-:data:`RESAMPLES` draws from a generator with a fixed seed (a page is reproducible);
-level 95 %; a cell stored without per-sample data enters as its stored value (its
-interval then reflects seeds only, and the page says so). With few seeds the seed level
-of this bootstrap is coarse: five seeds give intervals that are, if anything, narrow.
+**Two seeds or more: Student-t over seeds.** Each seed's score, computed on that seed's
+own test samples, is one independent draw of everything that varies, so the seeds'
+scores carry both sources, and the Student-t interval of their mean (:func:`t_interval`,
+``n − 1`` degrees of freedom for ``n`` seeds) covers at its nominal rate whichever source
+dominates. Paired differences are the t-interval of the per-seed differences (same seeds,
+same test samples), claims take a paired t-test (:func:`t_p_value`), and what is built on
+draws (tie groups, chance ratios, the main table's aggregate) takes paired multivariate-t
+draws (:func:`t_draws`) whose percentiles are those intervals. A seedless row (a
+deterministic baseline) is a constant. Why not a bootstrap: over five seeds a percentile
+bootstrap is narrower than the t-interval (its spread is ``sqrt((n−1)/n)`` of the
+standard error, its ends 1.96 rather than t₄ = 2.78 of them) and under-covers; the
+hierarchical bootstrap (seeds, then each drawn seed's samples) under-covers as soon as the
+seeds vary more than the samples: measured by ``benchmarks/interval_coverage.py``, 0.86 at
+a between-/within-seed variance ratio of 10 against 0.93–0.955 for the t-interval.
 
-**Seeds only.** Where no cell of a comparison stores per-sample data, the seeds are the
-only source left, and five of them are too few for a bootstrap: a percentile bootstrap
-over n seeds is narrower than a Student-t interval (its spread is the sample's
-``sqrt((n−1)/n)`` times the standard error, its ends 1.96 rather than t₄ = 2.78 of them
-for n = 5) and under-covers, and its p-values bottom out at ``1/(1+R)``. There the
-intervals are Student-t intervals of the mean over seeds (:func:`t_interval`), paired
-differences the t-interval of the per-seed differences, and claims take a paired
-t-test (:func:`t_p_value`); a seedless row (a deterministic baseline) is a constant.
-The page says which it used (:func:`method_note`).
+**One seed: a bootstrap over its test samples.** With one seed nothing measures the
+variation between seeds; the intervals are percentile intervals of a bootstrap over that
+seed's test samples (:func:`hierarchical_bootstrap` with the seed level held), rescored
+from the stored per-sample predictions (:mod:`relbench.samples`) by the metric's own
+:meth:`~relbench.interfaces.Metric.compute_weighted`, all columns on the same resampled
+samples (paired), and the page says they are conditional on that seed
+(:func:`method_note`). A cell stored without per-sample data enters as its stored value.
 
-Why written here: SciPy's ``scipy.stats.bootstrap`` resamples independent observations
-of one level; it has no nested resampling. On one level this module agrees with it
-(tests/test_uncertainty.py).
+Choices, stated on the pages: level 95 %; :data:`RESAMPLES` draws from a generator with
+a fixed seed (a page is reproducible). SciPy's ``scipy.stats.bootstrap`` and
+``ttest_1samp`` are what this module agrees with on one level (tests/test_uncertainty.py);
+neither pairs many columns' draws or nests resampling.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -85,17 +86,18 @@ class Draws:
     labels: list[str]
     point: np.ndarray  #: one per column
     draws: np.ndarray  #: ``resamples × columns``
-    #: whether every cell had per-sample data (False: some intervals reflect seeds only)
+    #: whether every cell had per-sample data (False: with one seed, some cells are constants)
     sample_level: bool
-    #: when no cell had per-sample data: each column's score per seed (``seeds × columns``,
-    #: NaN where the column has no cell), and which rows are seeds (False: the seedless
-    #: group, a constant); None otherwise. Intervals are then Student-t intervals over seeds.
+    #: with two seeds or more: each column's score per seed (``seeds × columns``, NaN where
+    #: the column has no cell), and which rows are seeds (False: the seedless group, a
+    #: constant); None otherwise. Intervals are then Student-t intervals over seeds.
     per_seed: np.ndarray | None = None
     seeded: np.ndarray | None = None
 
     @property
-    def seeds_only(self) -> bool:
-        """Whether the intervals are Student-t intervals over seeds (no per-sample data)."""
+    def over_seeds(self) -> bool:
+        """Whether the intervals are Student-t intervals over seeds (else a bootstrap over
+        one seed's test samples)."""
         return self.per_seed is not None
 
     def column(self, label: str) -> int:
@@ -103,26 +105,26 @@ class Draws:
         return self.labels.index(label)
 
     def interval(self, label: str, level: float = LEVEL) -> tuple[float, float]:
-        """The interval of a column's score: percentile over the draws, or Student-t over
-        seeds when :attr:`seeds_only`."""
-        if self.seeds_only:
+        """The interval of a column's score: Student-t over seeds when :attr:`over_seeds`,
+        else percentile over the draws."""
+        if self.over_seeds:
             values, constant = self._seed_values(self.column(label))
             return t_interval(values, level) if len(values) else (constant, constant)
         return _percentiles(self.draws[:, self.column(label)], level)
 
     def difference(self, a: str, b: str, level: float = LEVEL) -> tuple[float, float, float]:
         """``(a − b, low, high)``: the paired difference of two columns and its interval
-        (Student-t over the per-seed differences when :attr:`seeds_only`)."""
+        (Student-t over the per-seed differences when :attr:`over_seeds`)."""
         i, j = self.column(a), self.column(b)
         diff = float(self.point[i] - self.point[j])
-        if self.seeds_only:
+        if self.over_seeds:
             values, constant = self.seed_differences(a, b)
             return (diff, *(t_interval(values, level) if len(values) else (constant, constant)))
         low, high = _percentiles(self.draws[:, i] - self.draws[:, j], level)
         return diff, low, high
 
     def seed_differences(self, a: str, b: str) -> tuple[np.ndarray, float]:
-        """Seeds only: ``(per-seed a − b on the seeds both have, the constant difference
+        """Over seeds: ``(per-seed a − b on the seeds both have, the constant difference
         when neither has a seed)``; a side stored only without a seed (a deterministic
         baseline) enters every seed as its constant."""
         (va, ca), (vb, cb) = self._seed_values(self.column(a), paired=True), \
@@ -153,15 +155,17 @@ def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
 
 
 def hierarchical_bootstrap(blocks: Sequence[SeedBlock], resamples: int = RESAMPLES,
-                           seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
+                           seed: int = SEED, resample_seeds: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """``(point, draws)`` of every column: the mean over seeds (those where the column has
     cells) of its score, and ``resamples`` draws of it, each from seeds drawn with
-    replacement and, for every seed drawn, its samples drawn with replacement."""
+    replacement (every seed once, when not ``resample_seeds``) and, for every seed drawn,
+    its samples drawn with replacement."""
     if not blocks:
         raise ValueError("no seeds to resample")
     rng = np.random.default_rng(seed)
     columns = blocks[0].average.shape[1]
-    picks = rng.integers(len(blocks), size=(resamples, len(blocks)))
+    picks = rng.integers(len(blocks), size=(resamples, len(blocks))) if resample_seeds \
+        else np.broadcast_to(np.arange(len(blocks)), (resamples, len(blocks)))
     total = np.zeros((resamples, columns))
     count = np.zeros((resamples, columns))
     point_total, point_count = np.zeros(columns), np.zeros(columns)
@@ -286,19 +290,31 @@ def _block(records: list, values: np.ndarray, metric: Any) -> tuple[tuple[int, C
 def bootstrap_columns(rows: pd.DataFrame, columns: dict[str, pd.Series], metric: Any,
                       resamples: int = RESAMPLES) -> Draws | None:
     """:class:`Draws` of each column of ``rows`` (see :func:`seed_blocks`); None when no
-    column has a cell."""
+    column has a cell. Two seeds or more: Student-t over seeds, each seed scored on all its
+    test samples; one seed with per-sample data: a bootstrap over its test samples (the
+    module docstring says why)."""
     blocks, complete = seed_blocks(rows, columns, metric)
     if not blocks:
         return None
-    if any(block.n for block in blocks):
-        point, draws = hierarchical_bootstrap(blocks, resamples)
+    if sum(block.seeded for block in blocks) < 2 and any(block.n for block in blocks):
+        point, draws = hierarchical_bootstrap(blocks, resamples, resample_seeds=False)
         return Draws(list(columns), point, draws, complete)
-    per_seed = np.vstack([np.where(block.present, block.score(np.ones((1, 0), dtype=np.int64))[0] @ block.average,
-                                   np.nan) for block in blocks])
+    per_seed = np.vstack([_seed_scores(block) for block in blocks])
     seeded = np.array([block.seeded for block in blocks])
     with np.errstate(invalid="ignore", divide="ignore"):
         point = np.nansum(per_seed, axis=0) / np.isfinite(per_seed).sum(axis=0)
     return Draws(list(columns), point, t_draws(per_seed, seeded, resamples), complete, per_seed, seeded)
+
+
+def _seed_scores(block: SeedBlock) -> np.ndarray:
+    """Each column's score in one seed (NaN where it has no cell): the mean of its cells'
+    scores on all the seed's test samples, summed exactly (``math.fsum``), so that two
+    columns of equal cells score equal to the last bit whatever the cells' order (a
+    difference of equal columns is then exactly 0, not round-off)."""
+    scores = block.score(np.ones((1, block.n), dtype=np.int64))[0]
+    members = block.average > 0
+    return np.array([math.fsum(scores[members[:, j]]) / members[:, j].sum() if block.present[j] else np.nan
+                     for j in range(members.shape[1])])
 
 
 def t_draws(per_seed: np.ndarray, seeded: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
@@ -370,10 +386,9 @@ def t_p_value(values: Sequence[float] | np.ndarray, bar: float, above: bool) -> 
 
 
 def seed_interval(per_seed: Sequence[float], level: float = LEVEL) -> tuple[float, float]:
-    """The 95 % interval of the mean of per-seed values, for scores stored without
-    per-sample data: the Student-t interval over seeds (:func:`t_interval`; five seeds
-    are too few for a bootstrap, see the module docstring). NaNs for fewer than two
-    seeds."""
+    """The 95 % interval of the mean of per-seed values: the Student-t interval over seeds
+    (:func:`t_interval`; five seeds are too few for a bootstrap, see the module
+    docstring). NaNs for fewer than two seeds."""
     return t_interval([v for v in per_seed if v is not None], level)
 
 
@@ -385,19 +400,28 @@ def fmt_interval(low: float, high: float, signed: bool = False) -> str:
     return f"[{low:{spec}}, {high:{spec}}]"
 
 
-#: how a page states Student-t intervals over seeds (:attr:`Draws.seeds_only`)
+#: how a page states Student-t intervals over seeds (:attr:`Draws.over_seeds`)
 T_NOTE = (f"Intervals: {int(LEVEL * 100)} % Student-t intervals of the mean over seeds (t with n − 1 degrees of "
-          f"freedom for n seeds; no per-sample data is stored for these scores, and a bootstrap over five seeds "
-          f"under-covers); differences are the t-interval of the per-seed paired differences.")
+          f"freedom for n seeds): each seed's score, on its own test samples, anchors and initialisations, is one "
+          f"independent draw, so the interval carries the test samples' variation as well as the seeds'; "
+          f"differences are the t-interval of the per-seed paired differences (same seeds, same test samples). "
+          f"A bootstrap over five seeds under-covers.")
 
 
 def method_note(draws: Draws | None) -> str:
-    """The sentence a page prints under a table of intervals: how they were computed."""
-    if draws is not None and draws.seeds_only:
+    """The sentence a page prints under a table of intervals: how they were computed
+    (None: the general rule, for a preamble)."""
+    if draws is None:
+        return (f"Intervals: {int(LEVEL * 100)} % Student-t intervals of the mean over seeds (t with n − 1 degrees "
+                f"of freedom for n seeds; each seed's score, on its own test samples, is one independent draw), "
+                f"differences the t-interval of the per-seed paired differences; with one seed, percentile "
+                f"intervals of a bootstrap over its test samples ({RESAMPLES} resamples, paired), conditional on "
+                f"that seed.")
+    if draws.over_seeds:
         return T_NOTE
-    seeds_only = "" if draws is None or draws.sample_level else (
-        " Some cells were stored without per-sample predictions; their intervals reflect seeds only.")
-    return (f"Intervals: {int(LEVEL * 100)} % percentile intervals of a hierarchical bootstrap ({RESAMPLES} "
-            f"resamples: seeds with replacement, then each drawn seed's test samples with replacement), "
-            f"recomputed from the stored per-sample predictions; differences are paired (same seeds, same "
-            f"samples).{seeds_only}")
+    constants = "" if draws.sample_level else (
+        " Some cells were stored without per-sample predictions: they enter as constants.")
+    return (f"Intervals: {int(LEVEL * 100)} % percentile intervals of a bootstrap over the one seed's test samples "
+            f"({RESAMPLES} resamples, recomputed from the stored per-sample predictions; differences paired on the "
+            f"same samples): with one seed they are conditional on it and do not carry the variation between "
+            f"seeds.{constants}")

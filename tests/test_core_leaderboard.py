@@ -66,8 +66,7 @@ def test_claims_count_seedless_rows_and_name_the_metric_outside_stitching():
     text = claims_section(kind, df, [claim], {})
     assert "**holds** — representation=relative: 0.500 [0.500, 0.500] vs representation=absolute: 0.100 " \
            "[0.100, 0.100] (jaccard@10 ↑); advantage +0.400 [+0.400, +0.400], superiority, margin 0.01, p = " in text
-    assert "paired on the 2 source/target values both sides have; paired t-test over 2 seeds (no per-sample " \
-           "data)" in text
+    assert "paired on the 2 source/target values both sides have; paired t-test over 2 seeds." in text
     worse = claims_section(kind, df, [{**claim, "better": claim["worse"], "worse": claim["better"]}], {})
     assert "**does not hold** —" in worse
     within = claims_section(kind, df, [{**claim, "margin": 0.5}], {})

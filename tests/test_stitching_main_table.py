@@ -217,7 +217,7 @@ def _with_draws(cells: list[dict], draws: dict[str, np.ndarray]) -> list[dict]:
     return [{**c, "draws": pack_draws(draws[c["method"]])} for c in cells]
 
 
-HIERARCHICAL = "hierarchical bootstrap over tasks, seeds and test samples"
+HIERARCHICAL = "hierarchical bootstrap over tasks and each task's uncertainty"
 TASKS_ONLY = "bootstrap over tasks only"
 
 

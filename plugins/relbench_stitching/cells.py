@@ -1,5 +1,5 @@
 """A stitching page's numbers as cells: the index's main table (per ranked combination,
-its score, interval, bold group, cost and bootstrap draws) and ``relbench export
+its score, interval, bold group, cost and paired draws) and ``relbench export
 --summary`` (every score the page's tables show)."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def index_cells(scored: Scored, views: list[str]) -> list[dict]:
     the mean wall seconds of the combination's units (:func:`unit_seconds`; None when
     the rows do not record them), its ``coverage`` (the share of the task's encoder pairs
     it reaches, which the page ranks by first) and its ``draws``: the first
-    :data:`~relbench_stitching.intervals.KEPT_DRAWS` of the page's paired bootstrap
+    :data:`~relbench_stitching.intervals.KEPT_DRAWS` of the page's paired
     draws of its stitched score, packed (:func:`~relbench_stitching.intervals.pack_draws`;
     None where its interval was not drawn from them)."""
     metric = scored.metrics[0]

@@ -13,8 +13,10 @@ its first ``own-head`` combination (a decoder on its own encoder). Per seed,
 
 (0: no better than chance, 1: as good as the own head, whichever the metric's
 direction), then the mean over the seeds that have all three. Its interval: the 95 %
-percentiles of the same ratio over the page's paired bootstrap draws, each draw the
-ratio of that resample's means (where no draws exist: ± std over seeds).
+percentiles of the same ratio over the page's paired draws of the means
+(:mod:`relbench.uncertainty`: multivariate-t over seeds, or a bootstrap of one seed's
+test samples), each draw the ratio of that draw's means (where no draws exist: ± std
+over seeds).
 
 A task without a declared chance null takes the label-permutation null instead
 (:mod:`relbench_stitching.permutation_null`: the same stitched predictions against the
@@ -111,7 +113,7 @@ def chance_corrected(scored: Scored, metric_plugin=None) -> pd.DataFrame:
 
 
 def _interval(draws: Draws | None, combo: tuple, null: tuple, own: tuple) -> tuple[float, float]:
-    """The page's percentile interval of the ratio over its paired bootstrap draws."""
+    """The page's percentile interval of the ratio over its paired draws of the means."""
     labels = (draw_label(combo, "stitched"), draw_label(null, "stitched"), draw_label(own, "own"))
     if draws is None or not all(label in draws.labels for label in labels):
         return math.nan, math.nan
@@ -166,7 +168,7 @@ CHANCE_LEGEND = (
     "regularizer with anchors that correspond to nothing across spaces (a selector declared a chance null: every "
     "space its own order of the same real anchors), so with the method's head, budget and tuning; *own*: the own "
     "head ({own}) on its own encoder. 0: no better than chance; 1: as good as the own head. Interval: 95 % "
-    "percentiles of the ratio over the page's paired bootstrap draws (each the ratio of a resample's means), or "
+    "percentiles of the ratio over the page's paired draws of the means (each the ratio of one draw's means), or "
     "± std over seeds where no draws exist. Raw scores beside it, as in the ranking.")
 
 
@@ -178,7 +180,7 @@ PERMUTATION_LEGEND = (
     "({permutations} seeded permutations per stitched cell; the chance level given the predicted and true class "
     "frequencies, weaker than anchors that correspond to nothing); *own*: the own head ({own}) on its own "
     "encoder. 0: no better than chance; 1: as good as the own head. Interval: 95 % percentiles of the ratio over "
-    "the page's paired bootstrap draws of the stitched and own scores with the null at its mean, or ± std over "
+    "the page's paired draws of the stitched and own scores' means with the null at its mean, or ± std over "
     "seeds where no draws exist. Raw scores beside it, as in the ranking.")
 
 

@@ -56,7 +56,7 @@ def _heatmap(encoders: list[str], M: np.ndarray, page: Page, title: str, scale: 
 def held_out_section(df: pd.DataFrame, metric: str, page: Page) -> str:
     """PARAM's Figure 1 view of a held-out protocol: per held-out encoder, each combination's
     zero-shot score (mean over seeds of the mean over the decoders trained without it, with
-    its 95 % bootstrap interval) as bars with interval whiskers, and that encoder's own
+    its 95 % interval, :mod:`relbench.uncertainty`) as bars with interval whiskers, and that encoder's own
     absolute head (the rows of an ``own-head`` stitcher on its own encoder, such as
     non-stitched, whatever its label) as a dotted line. ``df``: prepared rows
     (:func:`~relbench_stitching.scores.prepared`). Empty when the task has no held-out rows."""

@@ -1,5 +1,6 @@
-"""Intervals and paired comparisons for the stitching page's ranking, from the stored
-per-sample predictions (:mod:`relbench.uncertainty` does the bootstrap).
+"""Intervals and paired comparisons for the stitching page's ranking
+(:mod:`relbench.uncertainty` computes them: Student-t over seeds; with one seed, a
+bootstrap over its test samples from the stored per-sample predictions).
 
 For each combination: the interval of its stitched score (off-diagonal cells) and of its
 own-space score (diagonal cells), and the paired difference to the best combination with
@@ -24,7 +25,7 @@ pd = deferred_import("pandas")
 COMBO = ["selector", "similarity", "stitcher", "regularizer"]
 #: a cell of a stitching unit (the unit id fixes the combination, target and seed)
 CELL = ["source"]
-#: how many of a page's bootstrap draws of a combination's stitched score its index cell
+#: how many of a page's paired draws of a combination's stitched score its index cell
 #: keeps (the first ones; a page draws 1,000): 4 bytes each, base64 in the leaderboard manifest
 KEPT_DRAWS = 1000
 
@@ -38,7 +39,7 @@ def _pairs(rows: pd.DataFrame) -> pd.Series:
 
 
 def combination_draws(df: pd.DataFrame, metric: str, scorer: Any, best: tuple | None) -> Draws | None:
-    """Paired bootstrap draws of every combination's stitched and own-space score of
+    """Paired draws of every combination's stitched and own-space score of
     ``metric`` (columns ``"<combo> | stitched"``, ``"<combo> | own"``) and, against
     ``best`` (a combination tuple), of each combination and the best on their shared pairs
     (``"<combo> | shared"``, ``"<combo> | best on shared"``). ``scorer``: the metric's
@@ -101,10 +102,11 @@ def draw_label(combo: tuple, part: str) -> str:
 
 
 def stitched_draws(draws: Draws | None, combo: tuple) -> str | None:
-    """The first :data:`KEPT_DRAWS` bootstrap draws of ``combo``'s stitched score, packed
+    """The first :data:`KEPT_DRAWS` draws of ``combo``'s stitched score, packed
     (:func:`pack_draws`) to be kept in the leaderboard manifest; None without them. Draw
-    ``b`` of every combination of a page comes from the same resample of its seeds and
-    test samples, so the kept draws stay paired across its combinations."""
+    ``b`` of every combination of a page is the same draw (of the seeds' multivariate t,
+    or of one seed's test samples), so the kept draws stay paired across its
+    combinations."""
     label = f"{_key(combo)} | stitched"
     if draws is None or label not in draws.labels:
         return None

@@ -9,9 +9,10 @@ line under :data:`WIDTH` characters. Each group has an aggregate over its *commo
 (:func:`common_tasks`: specialised studies that measured little of the shared grid drop
 out) and the combinations all of its tasks measured: the mean over those tasks of
 the score and of the rank, each with a 95 % interval from a bootstrap over tasks
-(:func:`task_bootstrap`) that, where every task's cells keep their page's bootstrap
-draws, also resamples each task's seeds and test samples (a hierarchical bootstrap,
-paired across combinations), and its cost: the median over those tasks of the mean wall
+(:func:`task_bootstrap`) that, where every task's cells keep their page's draws, also
+draws each task's scores within their own uncertainty (a hierarchical bootstrap, paired
+across combinations: the page's draws of the mean over seeds, see
+:mod:`relbench.uncertainty`), and its cost: the median over those tasks of the mean wall
 seconds of its units (:func:`compact_seconds`). References (absolute heads on the pairs
 they reach, each encoder's own head) are shown under the methods for context, unranked.
 
@@ -19,8 +20,8 @@ they reach, each encoder's own head) are shown under the methods for context, un
 ``budget_task``: the same data set and encoders, the number of anchors swept). Under its
 group's tables, each combination then gets, per such task, its *95 % budget* as that
 task's page computed it (:mod:`relbench_stitching.budget_page`: the smallest budget whose
-mean score reaches 95 % of the score at the largest budget, with a paired bootstrap
-interval over seeds), and the mean over those tasks of the budget's share of the largest
+mean score reaches 95 % of the score at the largest budget, with a paired percentile
+bootstrap interval over seeds), and the mean over those tasks of the budget's share of the largest
 (:func:`budget_table`).
 """
 
@@ -56,7 +57,7 @@ def task_bootstrap(values: np.ndarray, draws: list[np.ndarray] | None = None, re
     and the 95 % percentile interval of the means of ``resamples`` resamples of the
     tasks with replacement, the same resampled tasks for every row. Without ``draws`` a
     task drawn enters with its value; with them (per task, an array draws × methods: the
-    task's bootstrap draws of each row's value, paired across rows), with one of its
+    task's page draws of each row's value, paired across rows), with one of its
     draws picked uniformly afresh each time the task is drawn, the same for every row:
     a hierarchical bootstrap over tasks and whatever the draws resample within them."""
     tasks = values.shape[1]
@@ -397,12 +398,13 @@ def _resampled(aggregated: dict[str, dict]) -> str:
     """What the aggregate's intervals resample: tasks, seeds and test samples when every
     aggregated task's cells keep their page's draws, tasks only otherwise."""
     if aggregated and all(found["within_tasks"] for found in aggregated.values()):
-        how = (f"a 95 % percentile interval from a hierarchical bootstrap over tasks, seeds and test samples "
+        how = (f"a 95 % percentile interval from a hierarchical bootstrap over tasks and each task's uncertainty "
                f"({RESAMPLES:,} resamples, seed {SEED}): each resample draws the tasks with replacement and, for "
-               f"each task drawn, one of the bootstrap draws its page keeps for this table (the first "
-               f"{KEPT_DRAWS:,} of the page's: each a resample of the task's seeds and, where per-sample predictions "
-               f"are stored, of each drawn seed's test samples), picked at random and the same for every "
-               f"combination, so that combinations stay paired; the ranks are recomputed from the drawn scores "
+               f"each task drawn, one of the draws its page keeps for this table (the first {KEPT_DRAWS:,} of the "
+               f"page's: each a draw of the task's means over seeds from the Student-t its seeds imply, the page's "
+               f"own intervals, paired across combinations; for a one-seed task a resample of its test samples), "
+               f"picked at random and the same for every combination, so that combinations stay paired; the ranks "
+               f"are recomputed from the drawn scores "
                f"(encoder pairs reached first, as on the page).")
     else:
         how = (f"a 95 % percentile interval from a bootstrap over tasks only ({RESAMPLES:,} resamples of the tasks "

@@ -1,8 +1,9 @@
 """The stitching kind's matrices on the interactive board: per combination, the
 source × target cells of the page's first metric, each the mean over seeds that the
-page's per-pair heatmap shows (:func:`relbench_stitching.page.pair_matrix`), with a 95 %
-interval from the hierarchical bootstrap the page's ranking uses (seeds, then each
-seed's test samples) and the number of seeds."""
+page's per-pair heatmap shows (:func:`relbench_stitching.page.pair_matrix`), with the
+95 % interval the page's ranking uses (:func:`relbench.uncertainty.bootstrap_columns`:
+Student-t over seeds; with one seed, a bootstrap over its test samples) and the number
+of seeds."""
 
 from __future__ import annotations
 

@@ -62,8 +62,8 @@ def with_arrows(df: pd.DataFrame) -> pd.DataFrame:
 def summary_table(df: pd.DataFrame, index: list[str], column: str, digits: int = 3) -> str:
     """A pipe table with one row per ``index`` combination and one column per value of
     ``column``; a cell is the mean over seeds of the mean of ``value`` over its other
-    rows, with its 95 % hierarchical-bootstrap interval (:mod:`relbench.uncertainty`:
-    from the rows' per-sample values where stored, over seeds otherwise). Cells whose
+    rows, with its 95 % interval (:mod:`relbench.uncertainty`: Student-t over seeds; with
+    one seed, a bootstrap over its per-sample values where stored). Cells whose
     rows are all not achievable show ``n/a``. Wider than a screen, the table is split,
     the ``index`` columns repeated (:func:`relbench.api.table`)."""
     if df.empty:
@@ -90,7 +90,7 @@ def _with_interval(rows: pd.DataFrame, digits: int) -> str:
 def cell_estimate(rows: pd.DataFrame) -> tuple[float, float, float]:
     """``(score, low, high)`` of one cell of a :func:`summary_table`, as the table shows
     it: the mean over seeds of the mean of ``value`` over the cell's ok rows with a value,
-    and its 95 % hierarchical-bootstrap interval; NaNs when no such row exists (a cell
+    and its 95 % interval (:func:`relbench.uncertainty.bootstrap_columns`); NaNs when no such row exists (a cell
     the table shows as ``n/a``)."""
     ok = rows[(rows["status"] == "ok") & rows["value"].notna()]
     if ok.empty:

@@ -176,6 +176,6 @@ class WordNeighbourhoods(TaskKind):
         return ("Neighbourhood agreement between word-vector tables (Moschella et al. 2023, Table 1): for "
                 "each word, its top-k neighbours in the target space against the top-k target neighbours "
                 "of its source vector (Jaccard) and the rank of the word itself there (MRR). Mean over seeds "
-                "with its 95 % interval (a bootstrap over seeds and words, from the per-word values each row "
-                "stores; the absolute comparison has no seed: words only); `n/a`: absolute spaces of different "
+                "with its 95 % interval (Student-t over seeds; the absolute comparison has no seed: a bootstrap "
+                "over words, from the per-word values each row stores); `n/a`: absolute spaces of different "
                 "widths cannot be compared.\n\n" + body + note + "\n")
