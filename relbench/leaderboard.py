@@ -42,7 +42,7 @@ from relbench import deferred
 from relbench import __version__, crosstask
 from relbench.cache import atomic_write_bytes
 from relbench.errors import OutputNotWritable
-from relbench.export import flatten, stack_flat, write_parquet
+from relbench.export import flatten, write_stacked_parquet
 from relbench.identity import fingerprint
 from relbench.interfaces import TaskKind
 from relbench.names import inside
@@ -274,22 +274,22 @@ def companions_of(tasks: list[Task], entries: dict[str, dict], kind: type) -> di
 
 def _write_release(store: ResultStore, path: Path, tasks: list[Task], current: dict[str, list[str]],
                    kept: set[str]) -> None:
-    """The rows of every task's page as one flat parquet table, written whole, then
-    moved into place: a task in ``kept`` (its page was kept, :class:`Holding`) keeps the
-    rows the existing table holds for it, the others are read from the store."""
-    previous = pd.read_parquet(path) if kept and path.is_file() else pd.DataFrame({"task": []})
-    frames = []
-    for task in tasks:
-        if task.name in kept:
-            frames.append(previous[previous["task"] == task.name])
-        else:
-            frames.append(flatten(store.load(task.name, units=current.get(task.name, []))))
-    del previous
-    frames = [f for f in frames if not f.empty]
+    """The rows of every task's page as one flat parquet table, written a task at a time
+    (:func:`~relbench.export.write_stacked_parquet`: memory bounded by one task's rows),
+    then moved into place: a task in ``kept`` (its page was kept, :class:`Holding`) keeps
+    the rows the existing table holds for it, the others are read from the store."""
+    previous = path if kept and path.is_file() else None
+
+    def frames() -> Iterator[pd.DataFrame]:
+        for task in tasks:
+            if task.name in kept:
+                if previous is not None:
+                    yield pd.read_parquet(previous, filters=[("task", "==", task.name)])
+            else:
+                yield flatten(store.load(task.name, units=current.get(task.name, [])))
+
     partial = path.with_name(f".{path.name}.partial")
-    # stacked a column at a time: concatenating the tasks' frames first held the whole table as
-    # Python objects (8.1 GB for the 7,142-unit release)
-    write_parquet(stack_flat(frames) if frames else pd.DataFrame(), partial)
+    write_stacked_parquet(frames(), partial)
     partial.replace(path)
 
 

@@ -11,7 +11,7 @@ import textwrap
 import pandas as pd
 import pytest
 
-from relbench.export import FORMATS, flatten, stack_flat, write, write_parquet
+from relbench.export import FORMATS, flatten, write, write_stacked_parquet
 
 
 def _rows() -> pd.DataFrame:
@@ -110,22 +110,37 @@ def test_written_files_load_in_duckdb_without_relbench(tmp_path):
         assert got["cell"] == [["7", "auto", "1200"]], fmt
 
 
-def test_stacking_flat_frames_column_by_column_gives_the_table_concatenating_gives(tmp_path):
-    # the release table is stacked a column at a time (no rows × columns table of objects);
-    # it must be the table, and the file, that concatenating the frames first gave
-    first = flatten(pd.DataFrame({"task": ["a", "a"], "value": [0.5, 0.25], "extra": [{"k": 1}, {"k": 2}]}))
-    second = flatten(pd.DataFrame({"task": ["b"], "value": [1.0], "seed": [3], "extra": [{"k": "x", "j": True}]}))
+def test_the_release_table_written_a_frame_at_a_time_reads_back_as_the_concatenated_table(tmp_path):
+    # the release table is written a task at a time (never the whole table in memory); it
+    # must read back as the table concatenating the frames first gave
+    first = flatten(pd.DataFrame({"task": ["a", "a"], "value": [0.5, 0.25], "extra": [{"k": 1}, {"k": 2}],
+                                  "note": [None, None]}))
+    second = flatten(pd.DataFrame({"task": ["b"], "value": [1.0], "seed": [3], "extra": [{"k": "x", "j": True}],
+                                   "note": ["kept"]}))
     third = flatten(pd.DataFrame({"task": ["c", "c"], "seed": [None, 4]}))
-    frames = [first, second, third]
-    stacked = stack_flat(frames)
-    expected = flatten(pd.concat([f.astype(object) for f in frames], ignore_index=True))
-    pd.testing.assert_frame_equal(stacked, expected)
-    assert list(stacked.columns) == ["task", "value", "extra.k", "seed", "extra.j"]  # order of first appearance
+    frames = [first, second, pd.DataFrame(), third]
+    consumed = []
+
+    def one_at_a_time():
+        for frame in frames:
+            consumed.append(len(frame))
+            yield frame
+
+    path = write_stacked_parquet(one_at_a_time(), tmp_path / "stacked.parquet")
+    expected = flatten(pd.concat([f.astype(object) for f in frames if not f.empty], ignore_index=True))
+    write(pd.concat([f.astype(object) for f in frames if not f.empty], ignore_index=True),
+          tmp_path / "concat.parquet", "parquet")
+    stacked = pd.read_parquet(path)
+    pd.testing.assert_frame_equal(stacked, pd.read_parquet(tmp_path / "concat.parquet"))
+    assert list(stacked.columns) == list(expected.columns) == ["task", "value", "note", "extra.k", "seed", "extra.j"]
     # an int in one frame, a string in another: text, as flatten makes it; missing where a frame lacks it
     assert list(stacked["extra.k"][:3]) == ["1", "2", "x"] and stacked["extra.k"][3:].isna().all()
     # ints in one frame, floats (a missing value) in another: float, as flatten makes it
     assert str(stacked["seed"].dtype) == "Float64"
     assert stacked["seed"].isna().tolist() == [True, True, False, True, False]
-    write_parquet(stacked, tmp_path / "stacked.parquet")
-    write(pd.concat([f.astype(object) for f in frames], ignore_index=True), tmp_path / "concat.parquet", "parquet")
-    assert (tmp_path / "stacked.parquet").read_bytes() == (tmp_path / "concat.parquet").read_bytes()
+    # nothing in one frame, text in another
+    assert stacked["note"].isna().tolist() == [True, True, False, True, True] and stacked["note"][2] == "kept"
+    assert consumed == [2, 1, 0, 2]
+    import pyarrow.parquet as pq
+    assert pq.ParquetFile(path).metadata.num_row_groups == 3  # one per non-empty frame
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["concat.parquet", "stacked.parquet"]  # nothing left over
