@@ -1,20 +1,22 @@
 """The stitching kind's main table in the leaderboard index: cells from the page's own
-intervals, readable widths, and an aggregate over tasks checked against SciPy, hierarchical
-(tasks, then each task's paired bootstrap draws) where the cells keep their page's draws."""
+intervals, readable widths, and an aggregate over tasks whose interval, conditional on the
+tasks, carries each task's own uncertainty through the draws its page keeps (checked
+against SciPy's t-interval over seeds of the seeds' means over the tasks)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import bootstrap
+from scipy import stats
 
 from relbench.pages import Page
 from relbench_stitching import Stitching
 from relbench_stitching import page as pages
 from relbench_stitching.intervals import KEPT_DRAWS, pack_draws, unpack_draws
-from relbench_stitching.main_table import (RESAMPLES, TIE, WIDTH, aggregate, cell_text, compact_seconds,
-                                           ranks_of_draws, section, task_bootstrap)
+from relbench.uncertainty import t_draws
+from relbench_stitching.main_table import (TIE, WIDTH, aggregate, cell_text, compact_seconds, ranks_of_draws, section,
+                                           tasks_interval)
 
 #: combination labels as long as the suite's
 LABELS = ["parallel · robust-cosine · relative · topological", "random · robust-cosine · relative · topological",
@@ -64,17 +66,23 @@ def test_a_cell_shows_the_larger_half_of_its_interval_and_marks_the_best_and_its
     assert cell_text({**other, "low": None, "high": None}) == ".600"  # no interval computed
 
 
-def test_the_aggregate_bootstraps_tasks_as_scipy_does():
+def test_the_aggregate_interval_is_the_t_interval_over_seeds_of_the_seeds_means_over_the_tasks():
+    # two tasks on the same five seeds, as their pages draw them (t_draws, same generator state):
+    # the aggregate's interval is SciPy's t-interval over seeds of each seed's mean over the tasks,
+    # not a bootstrap over two tasks (which drew one task twice half the time)
     rng = np.random.default_rng(3)
-    values = rng.uniform(0.3, 0.9, size=(3, 8))  # 3 combinations × 8 tasks
-    mean, low, high = task_bootstrap(values)
-    for row, m, lo, hi in zip(values, mean, low, high):
-        # SciPy's converged interval; ours from RESAMPLES draws (at 8 tasks one draw of that many is off by 1-3 %)
-        ref = bootstrap((row,), np.mean, method="percentile", n_resamples=20 * RESAMPLES, rng=np.random.default_rng(7))
-        assert m == pytest.approx(row.mean())
-        spread = ref.confidence_interval.high - ref.confidence_interval.low
-        assert lo == pytest.approx(ref.confidence_interval.low, abs=0.02 * spread)
-        assert hi == pytest.approx(ref.confidence_interval.high, abs=0.02 * spread)
+    per_seed = [rng.normal([0.7, 0.6], 0.02, size=(5, 2)) for _ in range(2)]  # per task: seeds × combinations
+    draws = [t_draws(p, np.ones(5, bool), resamples=40 * KEPT_DRAWS) for p in per_seed]  # many: a tight check
+    values = np.column_stack([p.mean(axis=0) for p in per_seed])  # combinations × tasks
+    mean, low, high = tasks_interval(values, draws)
+    across = (per_seed[0] + per_seed[1]) / 2  # each seed's mean over the tasks
+    for column in range(2):
+        expected = stats.ttest_1samp(across[:, column], 0).confidence_interval()
+        half = (expected.high - expected.low) / 2
+        assert mean[column] == pytest.approx(across[:, column].mean())
+        assert (low[column], high[column]) == pytest.approx((expected.low, expected.high), abs=0.03 * half)
+    # without draws no interval: the tasks alone are the design, not a sample to resample
+    assert np.isnan(tasks_interval(values)[1]).all() and np.isnan(tasks_interval(values)[2]).all()
 
 
 def test_the_aggregate_is_the_mean_score_and_rank_over_the_tasks_with_their_intervals():
@@ -84,15 +92,15 @@ def test_the_aggregate_is_the_mean_score_and_rank_over_the_tasks_with_their_inte
     found = aggregate(tasks)
     assert set(found) == {"a", "b", "c"}  # "lucky" was measured on one task of three: no aggregate
     ranks = {"a": [1, 2, 1], "b": [2, 1, 2], "c": [3, 3, 3]}  # among a, b, c only: "lucky" does not push a down
-    for method in found:
-        values = np.array([[s[method] for s in scores], ranks[method]], dtype=float)
-        ref_mean, ref_low, ref_high = task_bootstrap(values)
-        assert found[method]["score"] == pytest.approx((ref_mean[0], ref_low[0], ref_high[0]))
-        assert found[method]["rank"] == pytest.approx((ref_mean[1], ref_low[1], ref_high[1]))
+    for method in found:  # cells without draws: the means, no interval
+        assert found[method]["score"][0] == pytest.approx(np.mean([s[method] for s in scores]))
+        assert found[method]["rank"][0] == pytest.approx(np.mean(ranks[method]))
+        assert np.isnan(found[method]["score"][1:]).all() and np.isnan(found[method]["rank"][1:]).all()
     assert _row_of(section(tasks), "lucky")[-4:] == ["1/3", "", "", ""]
     # different metrics: ranks are still averaged, scores are not
     mixed = {**tasks, "t2": _cells(scores[2], metric="accuracy")}
-    assert aggregate(mixed)["a"]["score"] is None and aggregate(mixed)["a"]["rank"] == found["a"]["rank"]
+    assert aggregate(mixed)["a"]["score"] is None
+    np.testing.assert_equal(aggregate(mixed)["a"]["rank"], found["a"]["rank"])
     assert aggregate({"t0": tasks["t0"]}) == {}  # one task: its cells are the aggregate
     alone = aggregate({"t0": _cells({"a": 0.9, "b": 0.8}), "t1": _cells({"a": 0.7, "c": 0.6})})
     assert list(alone) == ["a"] and alone["a"]["rank"] is None  # first among itself: no rank
@@ -179,7 +187,7 @@ def test_the_cost_is_the_median_over_the_common_tasks_of_each_combination_s_unit
     found = aggregate(tasks)
     assert found["a"]["seconds"] == 14.0 and found["b"]["seconds"] == 200.0  # b's unknown cost on t1 is left out
     text = section(tasks)
-    assert _row_of(text, "a")[-2:] == ["1.0 (1.0–1.0)", "14 s"] and _row_of(text, "b")[-1] == "3.3 min"
+    assert _row_of(text, "a")[-2:] == ["1.0", "14 s"] and _row_of(text, "b")[-1] == "3.3 min"
     assert _row_of(text, "x")[-4:] == ["1/4", "", "", ""]  # not aggregated: no cost
     header = next(line for line in text.splitlines() if line.startswith("| combination"))
     headers = [cell.strip() for cell in header.strip("|").split("|")]
@@ -217,32 +225,32 @@ def _with_draws(cells: list[dict], draws: dict[str, np.ndarray]) -> list[dict]:
     return [{**c, "draws": pack_draws(draws[c["method"]])} for c in cells]
 
 
-HIERARCHICAL = "hierarchical bootstrap over tasks and each task's uncertainty"
-TASKS_ONLY = "bootstrap over tasks only"
+CONDITIONAL = "a 95 % interval conditional on these tasks"
+NO_INTERVAL = "no interval: some of these tasks' cells keep no draws"
 
 
-def test_draws_without_spread_give_the_tasks_only_intervals():
+def test_draws_without_spread_give_no_spread_and_no_draws_give_no_interval():
     # scores a float32 holds exactly (draws are kept as float32)
     scores = [{"a": 0.875, "b": 0.625, "c": 0.5}, {"a": 0.5625, "b": 0.75, "c": 0.375},
               {"a": 0.6875, "b": 0.4375, "c": 0.25}]
     plain = {f"t{i}": _cells(s) for i, s in enumerate(scores)}
     flat = {t: _with_draws(cells, {m: np.full(KEPT_DRAWS, v) for m, v in scores[i].items()})
             for i, (t, cells) in enumerate(plain.items())}
-    tasks_only, hierarchical = aggregate(plain), aggregate(flat)
+    without, conditional = aggregate(plain), aggregate(flat)
     for method in "abc":
-        assert hierarchical[method]["score"] == tasks_only[method]["score"]  # the same tasks drawn
-        assert hierarchical[method]["rank"] == tasks_only[method]["rank"]
-        assert hierarchical[method]["within_tasks"] and not tasks_only[method]["within_tasks"]
-    assert HIERARCHICAL in section(flat) and TASKS_ONLY in section(plain)
+        mean = np.mean([s[method] for s in scores])
+        assert conditional[method]["score"] == pytest.approx((mean, mean, mean))  # the tasks are fixed: no spread
+        assert without[method]["score"][0] == pytest.approx(mean) and np.isnan(without[method]["score"][1:]).all()
+        assert conditional[method]["intervals"] and not without[method]["intervals"]
+    assert CONDITIONAL in section(flat) and NO_INTERVAL in section(plain)
+    assert _row_of(section(plain), "a")[-3].count("±") == 0  # the mean alone
 
 
 def test_spread_within_a_task_widens_the_interval_that_tasks_alone_give():
     rng = np.random.default_rng(1)
-    values = np.array([[0.7], [0.5]])  # 2 combinations × 1 task: resampling tasks alone gives a point
-    _, low, high = task_bootstrap(values)
-    assert np.array_equal(low, values[:, 0]) and np.array_equal(high, values[:, 0])
+    values = np.array([[0.7], [0.5]])  # 2 combinations × 1 task
     draws = values[:, 0] + rng.normal(0, 0.05, size=(KEPT_DRAWS, 2))
-    _, low, high = task_bootstrap(values, [draws])
+    _, low, high = tasks_interval(values, [draws])
     assert np.all(high - low == pytest.approx(2 * 1.96 * 0.05, rel=0.15))  # the draws' own 95 % interval
     assert np.all(low < values[:, 0]) and np.all(values[:, 0] < high)
     # in the aggregate: two tasks of the same scores, each with spread of its own
@@ -250,7 +258,7 @@ def test_spread_within_a_task_widens_the_interval_that_tasks_alone_give():
     tasks = {t: _with_draws(_cells(same), {m: v + rng.normal(0, 0.05, KEPT_DRAWS) for m, v in same.items()})
              for t in ("t0", "t1")}
     _, low, high = aggregate({t: _cells(same) for t in tasks})["a"]["score"]
-    assert low == high == pytest.approx(0.7)
+    assert np.isnan([low, high]).all()
     mean, low, high = aggregate(tasks)["a"]["score"]
     assert mean == pytest.approx(0.7) and high - low == pytest.approx(2 * 1.96 * 0.05 / np.sqrt(2), rel=0.15)
 
@@ -279,15 +287,21 @@ def test_ranks_in_a_draw_follow_the_page_s_order_coverage_then_direction_then_po
     assert ranks_of_draws(draws, cells, ["full", "tied", "half"]).tolist() == [[2, 1, 3], [1, 2, 3]]
 
 
-def test_tasks_whose_cells_keep_no_draws_fall_back_to_resampling_tasks_and_say_so():
+def test_tasks_whose_cells_keep_no_draws_give_no_interval_and_say_so():
     scores = {"a": 0.9, "b": 0.7}
     tasks = {"t0": _with_draws(_cells(scores), {m: np.full(KEPT_DRAWS, v) for m, v in scores.items()}),
              "t1": _cells(scores)}  # drawn before cells kept draws (an older manifest)
-    assert not aggregate(tasks)["a"]["within_tasks"]
+    assert not aggregate(tasks)["a"]["intervals"]
     text = section(tasks)
-    assert TASKS_ONLY in text and "keep no bootstrap draws of their page" in text and HIERARCHICAL not in text
+    assert NO_INTERVAL in text and CONDITIONAL not in text
     tasks["t1"] = _with_draws(tasks["t1"], {"a": np.full(KEPT_DRAWS, np.nan), "b": np.full(KEPT_DRAWS, 0.7)})
-    assert not aggregate(tasks)["a"]["within_tasks"]  # no draw where every combination is finite
+    assert not aggregate(tasks)["a"]["intervals"]  # no draw where every combination is finite
+    # a draw not finite in one task is left out of every task's (draw b stays draw b)
+    some = np.full(KEPT_DRAWS, 0.9)
+    some[:10] = np.nan
+    tasks["t1"] = _with_draws(_cells(scores), {"a": some, "b": np.full(KEPT_DRAWS, 0.7)})
+    found = aggregate(tasks)["a"]
+    assert found["intervals"] and found["score"] == pytest.approx((0.9, 0.9, 0.9)) and found["rank"][1] == 1.0
 
 
 def test_a_page_s_cells_keep_its_paired_draws_of_the_stitched_score(tmp_path):
@@ -346,5 +360,5 @@ def test_cells_with_draws_round_trip_through_the_manifest_and_an_unchanged_index
     cells = {name: manifest[name]["cells"] for name in ("blobs", "more-blobs")}
     assert all(len(unpack_draws(c["draws"])) == KEPT_DRAWS for task in cells.values() for c in task
                if not c.get("reference"))
-    assert HIERARCHICAL in index and Stitching.cross_kind_section(cells, {}) in index  # the manifest's cells give the index
+    assert CONDITIONAL in index and Stitching.cross_kind_section(cells, {}) in index  # the manifest's cells give the index
     assert draw() == [] and (boards / "README.md").read_text() == index  # nothing changed: nothing drawn

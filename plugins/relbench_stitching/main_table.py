@@ -8,11 +8,11 @@ images and their names). A group's tasks are split over as few tables as keep ev
 line under :data:`WIDTH` characters. Each group has an aggregate over its *common set*
 (:func:`common_tasks`: specialised studies that measured little of the shared grid drop
 out) and the combinations all of its tasks measured: the mean over those tasks of
-the score and of the rank, each with a 95 % interval from a bootstrap over tasks
-(:func:`task_bootstrap`) that, where every task's cells keep their page's draws, also
-draws each task's scores within their own uncertainty (a hierarchical bootstrap, paired
-across combinations: the page's draws of the mean over seeds, see
-:mod:`relbench.uncertainty`), and its cost: the median over those tasks of the mean wall
+the score and of the rank, each with a 95 % interval conditional on those tasks
+(:func:`tasks_interval`: the set of tasks is the design, as a task's encoder pairs are)
+that carries each task's own uncertainty through the draws its page keeps (paired across
+combinations: the page's draws of the mean over seeds, see :mod:`relbench.uncertainty`),
+and its cost: the median over those tasks of the mean wall
 seconds of its units (:func:`compact_seconds`). References (absolute heads on the pairs
 they reach, each encoder's own head) are shown under the methods for context, unranked.
 
@@ -40,9 +40,6 @@ from relbench_stitching.intervals import KEPT_DRAWS, unpack_draws
 WIDTH = 160
 #: a group needs this many tasks for an aggregate (one task's mean is its cell)
 MIN_TASKS = 2
-#: resamples of the tasks, and their seed (the same intervals on every drawing)
-RESAMPLES = 10_000
-SEED = 0
 #: the mark of a combination indistinguishable from its task's best
 TIE = "≈"
 ONE_VIEW, SEVERAL_VIEWS, UNKNOWN = "one view", "several views", "views not recorded"
@@ -51,28 +48,27 @@ GROUP_TITLES = {ONE_VIEW: "Encoders of the same inputs (one view: cross-architec
                 UNKNOWN: "Tasks whose rows do not record their encoders' views"}
 
 
-def task_bootstrap(values: np.ndarray, draws: list[np.ndarray] | None = None, resamples: int = RESAMPLES,
-                   seed: int = SEED) -> tuple[np.ndarray, ...]:
-    """``(mean, low, high)`` per row of ``values`` (methods × tasks): the mean over tasks
-    and the 95 % percentile interval of the means of ``resamples`` resamples of the
-    tasks with replacement, the same resampled tasks for every row. Without ``draws`` a
-    task drawn enters with its value; with them (per task, an array draws × methods: the
-    task's page draws of each row's value, paired across rows), with one of its
-    draws picked uniformly afresh each time the task is drawn, the same for every row:
-    a hierarchical bootstrap over tasks and whatever the draws resample within them."""
-    tasks = values.shape[1]
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, tasks, size=(resamples, tasks))
+def tasks_interval(values: np.ndarray, draws: list[np.ndarray] | None = None) -> tuple[np.ndarray, ...]:
+    """``(mean, low, high)`` per row of ``values`` (methods × tasks): the mean over the
+    tasks and, with ``draws`` (per task, an array draws × methods: its page's paired draws
+    of each row's value), the 95 % percentile interval of the mean over the tasks of draw
+    ``b`` of each, over the draws finite in every task. The interval is conditional on the
+    tasks, as the pages' are on their encoder pairs: the set of tasks is the design, and
+    each task carries its own uncertainty. Draw ``b`` of every page comes from the same
+    generator state (:func:`relbench.uncertainty.t_draws`: the same Student-t variates for
+    the same seed), so for tasks measured on the same seeds draw ``b`` of the mean is the
+    draw of the seeds' means over the tasks, and the interval is the t-interval over seeds
+    of each seed's mean over the tasks. Without draws, NaN ends (no interval)."""
+    mean = values.mean(axis=1)
     if draws is None:
-        drawn = values[:, picks]
-    else:
-        which = rng.random((resamples, tasks))
-        drawn = np.empty((values.shape[0], resamples, tasks))
-        for task, task_draws in enumerate(draws):
-            at = picks == task
-            drawn[:, at] = task_draws[(which[at] * len(task_draws)).astype(int)].T
-    low, high = np.percentile(drawn.mean(axis=2), [2.5, 97.5], axis=1)
-    return values.mean(axis=1), low, high
+        return mean, np.full_like(mean, np.nan), np.full_like(mean, np.nan)
+    count = min(len(d) for d in draws)
+    stacked = np.stack([d[:count] for d in draws])  # tasks × draws × methods
+    finite = np.isfinite(stacked).all(axis=(0, 2))
+    if not finite.any():
+        return mean, np.full_like(mean, np.nan), np.full_like(mean, np.nan)
+    low, high = np.percentile(stacked[:, finite].mean(axis=0), [2.5, 97.5], axis=0)
+    return mean, low, high
 
 
 def abbreviations(tasks: list[str]) -> dict[str, str]:
@@ -159,14 +155,12 @@ def common_tasks(cells_by_task: dict[str, list[dict]]) -> list[str]:
 
 
 def task_draws(task_cells: dict[str, dict], methods: list[str]) -> np.ndarray | None:
-    """A task's kept bootstrap draws of the stitched score of ``methods`` (draws ×
-    methods, paired: row ``b`` is the page's resample ``b``), the rows where one is not
-    finite left out; None when a method's cell keeps no draws or no row is left."""
+    """A task's kept draws of the stitched score of ``methods`` (draws × methods, paired:
+    row ``b`` is the page's draw ``b``, kept in place even where not finite, so that row
+    ``b`` of every task stays draw ``b``); None when a method's cell keeps no draws."""
     if any(not task_cells[m].get("draws") for m in methods):
         return None
-    draws = np.column_stack([unpack_draws(task_cells[m]["draws"]) for m in methods])
-    draws = draws[np.isfinite(draws).all(axis=1)]
-    return draws if len(draws) else None
+    return np.column_stack([unpack_draws(task_cells[m]["draws"]) for m in methods])
 
 
 def ranks_of_draws(draws: np.ndarray, task_cells: dict[str, dict], methods: list[str]) -> np.ndarray:
@@ -190,12 +184,12 @@ def aggregate(cells_by_task: dict[str, list[dict]]) -> dict[str, dict]:
     """Per combination of the common set (:func:`common_tasks`, the combinations all of
     its tasks measured), its mean score over those tasks (None when their metrics
     differ) and mean rank (None when it is the only such combination), each as ``(mean,
-    low, high)`` from :func:`task_bootstrap`, its ``seconds`` (:func:`median_seconds`
-    over those tasks) and ``within_tasks``: whether the intervals also resample each
-    task's seeds and test samples (every task's cells keep draws, :func:`task_draws`) or
-    tasks only. The rank in a task is the combination's place among the combinations
-    aggregated, in the page's order (1 = best); within a resample, its place in the
-    drawn scores (:func:`ranks_of_draws`)."""
+    low, high)`` from :func:`tasks_interval`, its ``seconds`` (:func:`median_seconds`
+    over those tasks) and ``intervals``: whether the ends are known (every task's cells
+    keep their page's draws, :func:`task_draws`; NaN ends otherwise). The rank in a task
+    is the combination's place among the combinations aggregated, in the page's order
+    (1 = best); within a draw, its place in the drawn scores (:func:`ranks_of_draws`; a
+    draw not finite in some task ranks nothing)."""
     tasks = common_tasks(cells_by_task)
     if not tasks:
         return {}
@@ -206,14 +200,22 @@ def aggregate(cells_by_task: dict[str, list[dict]]) -> dict[str, dict]:
     positions = np.array([[cells[m]["rank"] for cells in by_method] for m in complete])
     ranks = positions.argsort(axis=0).argsort(axis=0) + 1.0
     score_draws = [task_draws(cells, complete) for cells in by_method]
-    within = all(d is not None for d in score_draws)
-    rank_draws = [ranks_of_draws(d, cells, complete) for d, cells in zip(score_draws, by_method)] if within else None
+    known = all(d is not None for d in score_draws)
+    rank_draws = None
+    if known:
+        count = min(len(d) for d in score_draws)
+        score_draws = [d[:count] for d in score_draws]
+        finite = np.logical_and.reduce([np.isfinite(d).all(axis=1) for d in score_draws])
+        rank_draws = [np.where(finite[:, None], ranks_of_draws(np.nan_to_num(d), cells, complete), np.nan)
+                      for d, cells in zip(score_draws, by_method)]
     metrics = {(c["metric"], c["direction"]) for cells in cells_by_task.values() for c in cells}
-    mean_score = task_bootstrap(scores, score_draws if within else None) if len(metrics) == 1 else None
-    mean_rank = task_bootstrap(ranks, rank_draws) if len(complete) > 1 else None
+    mean_score = tasks_interval(scores, score_draws if known else None) if len(metrics) == 1 else None
+    mean_rank = tasks_interval(ranks, rank_draws) if len(complete) > 1 else None
+    shown = mean_score or mean_rank
+    known = known and shown is not None and bool(np.isfinite(shown[1]).all())
     return {m: {"score": tuple(float(x[i]) for x in mean_score) if mean_score else None,
                 "rank": tuple(float(x[i]) for x in mean_rank) if mean_rank else None,
-                "seconds": median_seconds([cells[m] for cells in by_method]), "within_tasks": within}
+                "seconds": median_seconds([cells[m] for cells in by_method]), "intervals": known}
             for i, m in enumerate(complete)}
 
 
@@ -242,11 +244,12 @@ def _aggregate_cells(method: str, aggregated: dict[str, dict], measured: int, ta
     score = "n/a"
     if found["score"]:
         mean, low, high = found["score"]
-        score = f"{_decimals(mean)}±{_decimals(max(high - mean, mean - low))}"
+        score = _decimals(mean) + (f"±{_decimals(max(high - mean, mean - low))}" if np.isfinite([low, high]).all()
+                                   else "")
     rank = ""
     if found["rank"]:
         mean, low, high = found["rank"]
-        rank = f"{mean:.1f} ({low:.1f}–{high:.1f})"
+        rank = f"{mean:.1f}" + (f" ({low:.1f}–{high:.1f})" if np.isfinite([low, high]).all() else "")
     return [f"{measured}/{tasks}", score, rank, compact_seconds(found["seconds"])]
 
 
@@ -395,23 +398,22 @@ def _null_legend(cells_by_task: dict[str, list[dict]]) -> str:
 
 
 def _resampled(aggregated: dict[str, dict]) -> str:
-    """What the aggregate's intervals resample: tasks, seeds and test samples when every
-    aggregated task's cells keep their page's draws, tasks only otherwise."""
-    if aggregated and all(found["within_tasks"] for found in aggregated.values()):
-        how = (f"a 95 % percentile interval from a hierarchical bootstrap over tasks and each task's uncertainty "
-               f"({RESAMPLES:,} resamples, seed {SEED}): each resample draws the tasks with replacement and, for "
-               f"each task drawn, one of the draws its page keeps for this table (the first {KEPT_DRAWS:,} of the "
-               f"page's: each a draw of the task's means over seeds from the Student-t its seeds imply, the page's "
-               f"own intervals, paired across combinations; for a one-seed task a resample of its test samples), "
-               f"picked at random and the same for every combination, so that combinations stay paired; the ranks "
-               f"are recomputed from the drawn scores "
-               f"(encoder pairs reached first, as on the page).")
+    """What the aggregate's intervals carry: each task's own uncertainty, conditional on
+    the tasks, when every aggregated task's cells keep their page's draws; nothing else."""
+    if aggregated and all(found["intervals"] for found in aggregated.values()):
+        how = (f"a 95 % interval conditional on these tasks (the set of tasks is the design, as a task's encoder "
+               f"pairs are; no interval here generalises to other tasks or resamples encoder pairs), carrying each "
+               f"task's own uncertainty: the 2.5th and 97.5th percentiles, over the first {KEPT_DRAWS:,} draws each "
+               f"page keeps for this table, of the mean over the tasks of draw b of each (each draw a draw of the "
+               f"task's means over seeds from the Student-t its seeds imply, paired across combinations; for a "
+               f"one-seed task a resample of its test samples). Draw b of every page is drawn from the same "
+               f"Student-t variates for the same seed, so for tasks measured on the same seeds this is the "
+               f"t-interval over seeds of each seed's mean over the tasks; the ranks are recomputed from the drawn "
+               f"scores (encoder pairs reached first, as on the page).")
     else:
-        how = (f"a 95 % percentile interval from a bootstrap over tasks only ({RESAMPLES:,} resamples of the tasks "
-               f"with replacement, seed {SEED}), as some of these tasks' cells keep no bootstrap draws of their page "
-               f"(recorded before they were kept, or the page drew no interval): it is conditional on each task's "
-               f"seeds and test samples.")
-    return how + " No interval here resamples encoder pairs (a task's pairs are its design)."
+        how = ("no interval: some of these tasks' cells keep no draws of their page (recorded before they were kept, "
+               "or the page drew no interval), and the tasks alone are too few to resample.")
+    return how
 
 
 def section(cells_by_task: dict[str, list[dict]], companions: dict[str, dict[str, dict]] | None = None,
