@@ -91,6 +91,7 @@ from relbench.uncertainty import (
     indistinguishable,
     method_note,
     seed_interval,
+    t_draws,
     with_samples,
 )
 
@@ -183,6 +184,7 @@ __all__ = [
     "indistinguishable",
     "method_note",
     "seed_interval",
+    "t_draws",
     "with_samples",
     "read_predictions",
     # drawing samples

@@ -109,11 +109,19 @@ def test_the_95_percent_budget_is_the_first_reaching_that_share_of_the_full_scor
     assert budget_interval(np.array([[0.5, 0.8, 0.96, 1.0]] * 3), budgets, higher=True) == (32, 32, 32)
 
 
-def test_the_95_percent_budgets_interval_resamples_whole_seeds():
+def test_the_95_percent_budgets_interval_draws_whole_curves_from_the_seeds_student_t():
     budgets = np.array([8, 16, 32, 64])
     early, late = [0.5, 0.97, 0.98, 1.0], [0.5, 0.6, 0.7, 1.0]
-    # mean curve 0.5, 0.785, 0.84, 1.0 → 64; a resample of the early seed alone (1 in 4) reaches at 16
+    # mean curve 0.5, 0.785, 0.84, 1.0 → 64; t with one degree of freedom draws curves that reach at 16
     assert budget_interval(np.array([early, late]), budgets, higher=True) == (64, 16, 64)
+    # five seeds that all reach at 32: each budget's draws spread as its t-interval, and the
+    # 95 % budget of a drawn curve moves only where a t-interval straddles the 95 % line
+    rng = np.random.default_rng(0)
+    seeds = np.array([0.5, 0.8, 0.97, 1.0]) + rng.normal(0, 0.004, size=(5, 4))
+    assert budget_interval(seeds, budgets, higher=True) == (32, 32, 32)
+    close = np.array([0.5, 0.8, 0.953, 1.0]) + rng.normal(0, 0.01, size=(5, 4))  # 32's interval straddles 0.95
+    point, low, high = budget_interval(close, budgets, higher=True)
+    assert (low, high) == (32, 64)
 
 
 def test_the_page_draws_a_curve_per_method_with_its_95_percent_budget(tmp_path):

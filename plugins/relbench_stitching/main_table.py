@@ -20,8 +20,8 @@ they reach, each encoder's own head) are shown under the methods for context, un
 ``budget_task``: the same data set and encoders, the number of anchors swept). Under its
 group's tables, each combination then gets, per such task, its *95 % budget* as that
 task's page computed it (:mod:`relbench_stitching.budget_page`: the smallest budget whose
-mean score reaches 95 % of the score at the largest budget, with a paired percentile
-bootstrap interval over seeds), and the mean over those tasks of the budget's share of the largest
+mean score reaches 95 % of the score at the largest budget, with an interval from
+paired Student-t draws over seeds), and the mean over those tasks of the budget's share of the largest
 (:func:`budget_table`).
 """
 
@@ -350,7 +350,7 @@ def _budget_legend(tasks: list[str], budgets: dict[str, tuple[str, dict[str, dic
     return (f"**Anchors needed** (the same combinations on each task's anchor-budget companion: its data set and "
             f"encoders, the number of anchors swept, nested anchor sets): *k [low, high]/K*, the smallest budget "
             f"k whose mean score over seeds reaches 95 % of the score at the largest budget K, with its 95 % "
-            f"interval (a paired bootstrap over seeds), as the companion's page gives it; -: not measured there. "
+            f"interval (from paired Student-t draws over seeds), as the companion's page gives it; -: not measured there. "
             f"*mean share*: the mean of k/K over the tasks that measured the combination (descriptive: no "
             f"interval). Companions: {named}.\n")
 
