@@ -224,6 +224,18 @@ def test_per_sample_values_give_a_sample_level_interval_in_summary_tables():
     assert high - low == pytest.approx(2 * 1.96 * v.std() / np.sqrt(900), abs=0.004)
 
 
+def test_a_correlation_s_interval_is_cut_at_its_range():
+    from relbench_relreps.tasks.common import summary_table
+
+    r = [0.95, 0.2, 0.99, 0.6, 0.98]  # five seeds: the t-interval of the mean reaches past 1
+    assert t_interval(r)[1] > 1
+    df = pd.DataFrame([{"bottleneck": "relative", "metric": "pearson_r", "seed": s, "status": "ok", "value": v}
+                       for s, v in enumerate(r)])
+    low = t_interval(r)[0]
+    assert f"{np.mean(r):.3f} [{low:.3f}, 1.000]" in summary_table(df, ["bottleneck"], "metric", bounds=(-1.0, 1.0))
+    assert f"{t_interval(r)[1]:.3f}]" in summary_table(df, ["bottleneck"], "metric")  # unbounded: as computed
+
+
 def test_intervals_do_not_depend_on_the_order_rows_were_stored_in():
     # a run on Ray stores units as they finish, a local run in plan order: same rows, same page
     df = _store({"a": [0.8, 0.6], "b": [0.7]})

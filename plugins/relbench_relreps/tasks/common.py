@@ -59,13 +59,16 @@ def with_arrows(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(metric=df["metric"].map(lambda m: arrow(m, dirs.get(m, "neutral"))))
 
 
-def summary_table(df: pd.DataFrame, index: list[str], column: str, digits: int = 3) -> str:
+def summary_table(df: pd.DataFrame, index: list[str], column: str, digits: int = 3,
+                  bounds: tuple[float, float] | None = None) -> str:
     """A pipe table with one row per ``index`` combination and one column per value of
     ``column``; a cell is the mean over seeds of the mean of ``value`` over its other
     rows, with its 95 % interval (:mod:`relbench.uncertainty`: Student-t over seeds; with
-    one seed, a bootstrap over its per-sample values where stored). Cells whose
-    rows are all not achievable show ``n/a``. Wider than a screen, the table is split,
-    the ``index`` columns repeated (:func:`relbench.api.table`)."""
+    one seed, a bootstrap over its per-sample values where stored), cut at ``bounds``
+    where the score has a range (a correlation's [−1, 1]: the mean lies inside it, so the
+    cut interval covers as often). Cells whose rows are all not achievable show ``n/a``.
+    Wider than a screen, the table is split, the ``index`` columns repeated
+    (:func:`relbench.api.table`)."""
     if df.empty:
         return "_no results yet_"
     cols = sorted(df[column].dropna().unique().tolist(), key=str)
@@ -76,13 +79,15 @@ def summary_table(df: pd.DataFrame, index: list[str], column: str, digits: int =
         for col in cols:
             sub = group[group[column] == col]
             ok = sub[(sub["status"] == "ok") & sub["value"].notna()]
-            cells.append(_with_interval(ok, digits) if len(ok) else ("n/a" if len(sub) else ""))
+            cells.append(_with_interval(ok, digits, bounds) if len(ok) else ("n/a" if len(sub) else ""))
         rows.append([*keys, *cells])
     return table(rows, headers=[*index, *cols], keep=len(index))
 
 
-def _with_interval(rows: pd.DataFrame, digits: int) -> str:
+def _with_interval(rows: pd.DataFrame, digits: int, bounds: tuple[float, float] | None) -> str:
     point, low, high = cell_estimate(rows)
+    if bounds is not None:
+        low, high = max(low, bounds[0]), min(high, bounds[1])
     mean = f"{point:.{digits}f}"
     return mean if not np.isfinite(low) or low == high else f"{mean} [{low:.{digits}f}, {high:.{digits}f}]"
 

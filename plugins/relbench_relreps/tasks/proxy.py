@@ -191,12 +191,13 @@ class PerformanceProxy(TaskKind):
         if df.empty:
             return "_no results yet_" + note
         table = summary_table(with_arrows(df[df["metric"] == PearsonR.name]), ["encoder", "selector", "similarity"],
-                              "metric")
+                              "metric", bounds=(-1.0, 1.0))
         link = page.save(self._scatter(df), FIGURE, dpi=100)
         return ("Does a model's latent similarity to a reference model predict its accuracy? (Moschella et al. "
                 "2023, §4.2.) Similarity: mean cosine between the model's and the reference's relative "
                 "representations of the test samples. Pearson r over the sweep: mean over seeds, with the "
-                "95 % Student-t interval over seeds (no per-sample data is stored for this score).\n\n"
+                "95 % Student-t interval over seeds, cut at r's range [−1, 1] (no per-sample data is stored for "
+                "this score).\n\n"
                 + table + note + f"\n\n![similarity vs accuracy]({link})\n")
 
     @staticmethod

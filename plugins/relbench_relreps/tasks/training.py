@@ -241,8 +241,8 @@ class RelativeTraining(TaskKind):
                  "Per net but the reference (the first model seed, trained): the Pearson r across epochs (0 = "
                  "initialisation) of its test accuracy and its latent similarity to the reference (mean cosine of "
                  "the two nets' relative representations of the test images). Mean over seeds and nets, with the "
-                 "95 % Student-t interval over seeds.\n\n")
-        text += summary_table(with_arrows(r), ["bottleneck", "selector"], "metric")
+                 "95 % Student-t interval over seeds, cut at r's range [−1, 1].\n\n")
+        text += summary_table(with_arrows(r), ["bottleneck", "selector"], "metric", bounds=(-1.0, 1.0))
         return text + f"\n\n![accuracy and latent similarity over epochs]({page.save(_figure(df), FIGURE, dpi=100)})\n"
 
 
