@@ -221,10 +221,12 @@ def with_samples(rows: pd.DataFrame, results: pd.DataFrame, cell_columns: Sequen
 
 def seed_blocks(rows: pd.DataFrame, columns: dict[str, pd.Series], metric: Any) -> tuple[list[SeedBlock], bool]:
     """The :class:`SeedBlock` of every seed of ``rows`` (one metric's finished rows, with
-    ``seed``, ``value`` and ``per_sample``), and whether every cell could be resampled.
-    ``columns`` maps a column's label to a boolean mask over ``rows`` (its cells); a
-    cell whose record is missing, or whose test samples differ from the seed's others,
-    or with no ``metric`` to rescore it, enters as its stored value."""
+    ``seed``, ``value`` and ``per_sample``), and whether every cell has per-sample data
+    that could be resampled. ``columns`` maps a column's label to a boolean mask over
+    ``rows`` (its cells); a cell whose record is missing, or whose test samples differ
+    from the seed's others, or with no ``metric`` to rescore it, enters as its stored
+    value. With two seeds or more every cell enters as its stored value (its score on all
+    the seed's test samples, all an interval over seeds needs): no record is decoded."""
     blocks, complete = [], True
     labels = list(columns)
     masks = np.column_stack([columns[c].reindex(rows.index, fill_value=False).to_numpy(bool) for c in labels]) \
@@ -235,16 +237,28 @@ def seed_blocks(rows: pd.DataFrame, columns: dict[str, pd.Series], metric: Any) 
     # generator draws per block, and the same rows stored in another order (units that
     # finished in another order) must give the same intervals
     order = sorted(pd.unique(seeds[used]), key=lambda code: (pd.notna(values[code]), _sortable(values[code])))
+    rescore = sum(pd.notna(values[code]) for code in order) < 2
     for seed in order:
         at = np.nonzero(used & (seeds == seed))[0]
         cells = rows.iloc[at]
         member = masks[at].astype(float)
         average = np.divide(member, member.sum(axis=0), out=np.zeros_like(member), where=member.sum(axis=0) > 0)
         records = list(cells["per_sample"]) if "per_sample" in cells else [None] * len(cells)
-        block, resampled = _block(records, cells["value"].to_numpy(float), metric)
+        if rescore:
+            block, resampled = _block(records, cells["value"].to_numpy(float), metric)
+        else:
+            block, resampled = _block([None] * len(records), cells["value"].to_numpy(float), metric)[0], \
+                _resamplable(records, metric)
         complete &= resampled
         blocks.append(SeedBlock(block[0], block[1], average, member.sum(axis=0) > 0, bool(pd.notna(values[seed]))))
     return blocks, complete
+
+
+def _resamplable(records: list, metric: Any) -> bool:
+    """Whether every cell's record is per-sample data that could be rescored (values, or
+    predictions with a ``metric``), read from the records' formats alone."""
+    usable = {VALUES_FORMAT} | ({FORMAT} if metric is not None else set())
+    return all(isinstance(r, dict) and r.get("format") in usable for r in records)
 
 
 def _sortable(seed: Any) -> tuple:
@@ -308,7 +322,8 @@ def bootstrap_columns(rows: pd.DataFrame, columns: dict[str, pd.Series], metric:
 
 def _seed_scores(block: SeedBlock) -> np.ndarray:
     """Each column's score in one seed (NaN where it has no cell): the mean of its cells'
-    scores on all the seed's test samples, summed exactly (``math.fsum``), so that two
+    scores on all the seed's test samples (their stored values), summed exactly
+    (``math.fsum``), so that two
     columns of equal cells score equal to the last bit whatever the cells' order (a
     difference of equal columns is then exactly 0, not round-off)."""
     scores = block.score(np.ones((1, block.n), dtype=np.int64))[0]
