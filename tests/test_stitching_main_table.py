@@ -360,5 +360,6 @@ def test_cells_with_draws_round_trip_through_the_manifest_and_an_unchanged_index
     cells = {name: manifest[name]["cells"] for name in ("blobs", "more-blobs")}
     assert all(len(unpack_draws(c["draws"])) == KEPT_DRAWS for task in cells.values() for c in task
                if not c.get("reference"))
-    assert CONDITIONAL in index and Stitching.cross_kind_section(cells, {}) in index  # the manifest's cells give the index
+    # the manifest's cells give the index
+    assert CONDITIONAL in index and Stitching.cross_kind_section(cells, {}) in index
     assert draw() == [] and (boards / "README.md").read_text() == index  # nothing changed: nothing drawn

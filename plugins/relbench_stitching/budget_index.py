@@ -127,7 +127,8 @@ def summary_lines(cells_by_task: dict[str, list[dict]]) -> str:
         means = (f"{best}'s interval reaches the full budget on every task: these seeds do not show that fewer "
                  f"anchors than the full budget suffice.")
     return (f"- **Measured:** per method, the smallest anchor budget whose mean score over seeds reaches {SHARE} of "
-            f"its score at the task's largest budget (nested anchor sets; interval from paired Student-t draws over seeds).\n"
+            f"its score at the task's largest budget (nested anchor sets; interval from paired Student-t draws over "
+            f"seeds).\n"
             f"- **Fewest anchors:** {best}, {round(share * 100)} % of the full budget on average: {each}.\n"
             f"- **Means:** {means}\n")
 
@@ -143,9 +144,9 @@ def section(cells_by_task: dict[str, list[dict]]) -> str | None:
     rows = [[method, *(budget_text(tasks[t]) if t in tasks else MISSING for t in found)]
             for method, tasks, _ in ranked_methods(found)]
     pages = ", ".join(f"[{task}]({task}.md) ({cells[0]['metric']})" for task, cells in found.items())
-    legend = (f"Cells: the {SHARE} budget [its 95 % interval, from paired Student-t draws over seeds] of the task's largest "
-              f"budget; {MISSING}: not measured. Rows: methods measured on more tasks first, then by their mean "
-              f"share of the full budget, smallest first. Tasks (first metric): {pages}.\n")
+    legend = (f"Cells: the {SHARE} budget [its 95 % interval, from paired Student-t draws over seeds] of the task's "
+              f"largest budget; {MISSING}: not measured. Rows: methods measured on more tasks first, then by their "
+              f"mean share of the full budget, smallest first. Tasks (first metric): {pages}.\n")
     return (f"## Anchor budget\n\n{summary_lines(found)}\n{legend}\n"
             f"{table(rows, headers=['method', *found])}\n")
 

@@ -166,8 +166,9 @@ SUMMARY_LEGEND = (
     "budget (lower is better: within that share above it). Its interval: the 95 % budgets of "
     f"{RESAMPLES} draws of the mean curve from the multivariate Student-t its seeds imply (paired across budgets: "
     "the budgets' anchor sets are nested, each a prefix of one selection per seed; at each budget the spread of "
-    "its t-interval over seeds), from the 2.5th to the 97.5th percentile, each end a budget of the sweep. *used*: the anchors the decoder was fitted with at that budget (fewer than asked where the selector "
-    "stops early by design).\n")
+    "its t-interval over seeds), from the 2.5th to the 97.5th percentile, each end a budget of the sweep. *used*: "
+    "the anchors the decoder was fitted with at that budget (fewer than asked where the selector stops early by "
+    "design).\n")
 #: what the curve table says, once above it
 CURVE_LEGEND = (
     "*pairs*: *stitched* (a decoder evaluated on another encoder than its own) or, for a reference without "

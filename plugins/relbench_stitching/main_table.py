@@ -350,7 +350,8 @@ def _budget_legend(tasks: list[str], budgets: dict[str, tuple[str, dict[str, dic
     return (f"**Anchors needed** (the same combinations on each task's anchor-budget companion: its data set and "
             f"encoders, the number of anchors swept, nested anchor sets): *k [low, high]/K*, the smallest budget "
             f"k whose mean score over seeds reaches 95 % of the score at the largest budget K, with its 95 % "
-            f"interval (from paired Student-t draws over seeds), as the companion's page gives it; -: not measured there. "
+            f"interval (from paired Student-t draws over seeds), as the companion's page gives it; -: not measured "
+            f"there. "
             f"*mean share*: the mean of k/K over the tasks that measured the combination (descriptive: no "
             f"interval). Companions: {named}.\n")
 
