@@ -119,9 +119,10 @@ def test_the_95_percent_budgets_interval_draws_whole_curves_from_the_seeds_stude
     rng = np.random.default_rng(0)
     seeds = np.array([0.5, 0.8, 0.97, 1.0]) + rng.normal(0, 0.004, size=(5, 4))
     assert budget_interval(seeds, budgets, higher=True) == (32, 32, 32)
-    close = np.array([0.5, 0.8, 0.953, 1.0]) + rng.normal(0, 0.01, size=(5, 4))  # 32's interval straddles 0.95
-    point, low, high = budget_interval(close, budgets, higher=True)
-    assert (low, high) == (32, 64)
+    # 32 reaches 95 % on the mean curve, but not by much: its t-interval reaches below the line, so
+    # some drawn curves first reach at 64 (a percentile bootstrap over these five seeds gave (32, 32, 32))
+    close = np.array([0.5, 0.8, 0.958, 1.0]) + np.random.default_rng(0).normal(0, 0.01, size=(5, 4))
+    assert budget_interval(close, budgets, higher=True) == (32, 32, 64)
 
 
 def test_the_page_draws_a_curve_per_method_with_its_95_percent_budget(tmp_path):
