@@ -244,11 +244,9 @@ def seed_blocks(rows: pd.DataFrame, columns: dict[str, pd.Series], metric: Any) 
         member = masks[at].astype(float)
         average = np.divide(member, member.sum(axis=0), out=np.zeros_like(member), where=member.sum(axis=0) > 0)
         records = list(cells["per_sample"]) if "per_sample" in cells else [None] * len(cells)
-        if rescore:
-            block, resampled = _block(records, cells["value"].to_numpy(float), metric)
-        else:
-            block, resampled = _block([None] * len(records), cells["value"].to_numpy(float), metric)[0], \
-                _resamplable(records, metric)
+        stored = cells["value"].to_numpy(float)
+        block, resampled = _block(records, stored, metric) if rescore else \
+            (_constants(stored), _resamplable(records, metric))
         complete &= resampled
         blocks.append(SeedBlock(block[0], block[1], average, member.sum(axis=0) > 0, bool(pd.notna(values[seed]))))
     return blocks, complete
@@ -257,8 +255,19 @@ def seed_blocks(rows: pd.DataFrame, columns: dict[str, pd.Series], metric: Any) 
 def _resamplable(records: list, metric: Any) -> bool:
     """Whether every cell's record is per-sample data that could be rescored (values, or
     predictions with a ``metric``), read from the records' formats alone."""
-    usable = {VALUES_FORMAT} | ({FORMAT} if metric is not None else set())
+    usable = _usable(metric)
     return all(isinstance(r, dict) and r.get("format") in usable for r in records)
+
+
+def _usable(metric: Any) -> set[str]:
+    """The per-sample record formats a cell can be rescored from: values, and predictions
+    when there is a ``metric`` to score them."""
+    return {VALUES_FORMAT} | ({FORMAT} if metric is not None else set())
+
+
+def _constants(values: np.ndarray) -> tuple[int, Callable]:
+    """``(0, score)`` for cells that enter as their stored ``values`` under any weighting."""
+    return 0, lambda w: np.broadcast_to(values, (len(w), len(values)))
 
 
 def _sortable(seed: Any) -> tuple:
@@ -273,9 +282,9 @@ def _block(records: list, values: np.ndarray, metric: Any) -> tuple[tuple[int, C
     by ``metric``, a values record by the mean of its values); the others are constants."""
     digests = [r.get("ids") for r in records if isinstance(r, dict)]
     if not digests:
-        return (0, lambda w: np.broadcast_to(values, (len(w), len(values)))), False
+        return _constants(values), False
     common = max(sorted(set(digests)), key=digests.count)  # a tie goes to the first digest in sorted order
-    usable = {VALUES_FORMAT} | ({FORMAT} if metric is not None else set())
+    usable = _usable(metric)
     rescored = {fmt: [i for i, r in enumerate(records) if isinstance(r, dict) and r.get("ids") == common
                       and r.get("format") == fmt] for fmt in usable}
     scorers = []
