@@ -141,17 +141,44 @@ def _full_permutation(rows: list[int], cols: list[int], width: int) -> torch.Ten
 
 
 @dataclass
-class _OrthogonalDiagonal:
+class OrthogonalDiagonal:
     """The padded problem of group (c): minimise ``‖X Q D − Y‖²`` over orthogonal ``Q``
     and diagonal ``D`` (``X``, ``Y``: centred, padded anchors), through the Gram
-    matrices ``A = XᵀX`` and ``C = XᵀY``."""
+    matrices ``A = XᵀX`` and ``C = XᵀY``; the anchors' means (unpadded) turn a ``Q`` back
+    into a map of source rows (:meth:`map`). :meth:`of` builds it from raw anchors."""
 
     X: torch.Tensor
     Y: torch.Tensor
+    source_mean: torch.Tensor
+    target_mean: torch.Tensor
 
     def __post_init__(self) -> None:
         self.A, self.C = self.X.t() @ self.X, self.X.t() @ self.Y
         self.alpha = float(torch.linalg.eigvalsh(self.A)[-1])
+
+    @classmethod
+    def of(cls, X: torch.Tensor, Y: torch.Tensor) -> OrthogonalDiagonal:
+        """The problem for parallel anchors ``X`` (source) and ``Y`` (target): both
+        centred on their means and zero-padded to the wider width."""
+        (mx, Xc), (my, Yc) = _centred(X), _centred(Y)
+        width = max(Xc.shape[1], Yc.shape[1])
+        return cls(_padded(Xc, width), _padded(Yc, width), mx, my)
+
+    def start(self) -> torch.Tensor:
+        """Whichever of three orthogonal ``Q`` (each with its best ``D``) fits the anchors
+        best: that of (a), the permutation of (b), and the orthogonal factor of the
+        least-squares linear map (exact when the anchors come from an orthogonal–diagonal map)."""
+        ds, dt = len(self.source_mean), len(self.target_mean)
+        rows, cols = matched_dimensions(self.X[:, :ds], self.Y[:, :dt])
+        starts = [polar_factor(torch.linalg.pinv(self.X) @ self.Y), polar_factor(self.C),
+                  _full_permutation(rows, cols, self.X.shape[1]).to(self.X)]
+        return min(starts, key=lambda start: self.loss(start, self.scales(start)))
+
+    def map(self, Q: torch.Tensor) -> CentredLinear:
+        """The map ``x ↦ (x − μ_s) Q D + μ_t`` of ``Q`` with its best ``D``, cut to the
+        source's and target's widths."""
+        ds, dt = len(self.source_mean), len(self.target_mean)
+        return CentredLinear(self.source_mean, (Q * self.scales(Q))[:ds, :dt], self.target_mean)
 
     def scales(self, Q: torch.Tensor) -> torch.Tensor:
         """The best ``D`` for ``Q``: column ``j`` of ``XQ`` regressed on column ``j`` of ``Y``."""
@@ -176,26 +203,20 @@ class _OrthogonalDiagonal:
 def orthogonal_diagonal_fit(X: torch.Tensor, Y: torch.Tensor, iterations: int) -> CentredLinear:
     """Group (c): an orthogonal map with a free scale per target dimension, ``Q D``.
 
-    Starts from whichever of three orthogonal ``Q`` (each with its best ``D``) fits the
-    anchors best: that of (a), the permutation of (b), and the orthogonal factor of the
-    least-squares linear map (exact when the anchors come from an orthogonal–diagonal
-    map); then alternates ``iterations`` times a majorisation step on ``Q``
-    (:meth:`_OrthogonalDiagonal.rotation_step`) and the exact ``D``, so the loss never
-    rises: the fit is at least as good as (a)'s and (b)'s on the anchors."""
-    (mx, Xc), (my, Yc) = _centred(X), _centred(Y)
-    ds, dt = Xc.shape[1], Yc.shape[1]
-    width = max(ds, dt)
-    problem = _OrthogonalDiagonal(_padded(Xc, width), _padded(Yc, width))
-    rows, cols = matched_dimensions(Xc, Yc)
-    starts = [polar_factor(torch.linalg.pinv(problem.X) @ problem.Y),
-              polar_factor(problem.C),
-              _full_permutation(rows, cols, width).to(Xc)]
-    Q = min(starts, key=lambda start: problem.loss(start, problem.scales(start)))
+    Starts from whichever of three orthogonal ``Q`` fits the anchors best
+    (:meth:`OrthogonalDiagonal.start`), then alternates ``iterations`` times a
+    majorisation step on ``Q`` (:meth:`OrthogonalDiagonal.rotation_step`) and the exact
+    ``D``, so the loss never rises: the fit is at least as good as (a)'s and (b)'s on the
+    anchors. It is not the group's least-squares optimum: the step shifts ``A`` by its
+    largest eigenvalue, so on anisotropic embeddings it descends slowly
+    (``benchmarks/symmetry_fit.py`` measures how far from the optimum it stops)."""
+    problem = OrthogonalDiagonal.of(X, Y)
+    Q = problem.start()
     D = problem.scales(Q)
     for _ in range(iterations):
         Q = problem.rotation_step(Q, D)
         D = problem.scales(Q)
-    return CentredLinear(mx, (Q * D)[:ds, :dt], my)
+    return problem.map(Q)
 
 
 def fit_groups(X: torch.Tensor, Y: torch.Tensor, iterations: int) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
