@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from relbench import deferred
 from relbench.errors import UserError
 from relbench.export import gathered
+from relbench.names import inside
 
 if TYPE_CHECKING:
     from relbench.interfaces import TaskKind
@@ -184,8 +186,31 @@ def reuse_release(task_runs: list, path: Path, store) -> Reused:
             groups = by_unit(nested(mine[mine["unit"].isin({u.id for u in fresh})])) if fresh else {}
             for unit in fresh:
                 append_release_unit(store, task_run, unit, groups[unit.id], taken.origin)
+            if fresh:
+                copy_release_figures(path, name, store)
         count += len(fresh)
     return dataclasses.replace(taken, units=count)
+
+
+def copy_release_figures(path: Path, task: str, store) -> list[Path]:
+    """Copy into ``store`` the figures the release beside ``path`` holds for ``task``
+    (its ``figures/<task>/`` folder) that the store has none of under the same name;
+    returns the copies. Some figures are drawn while a task runs (reconstructions, death
+    time histograms: they need the trained models, see
+    :meth:`relbench.results.ResultStore.figure_path`) and no row can carry them, so a page
+    drawn from rows taken from a release shows the release's. A run that computes units of
+    the task draws its own over them, as a resumed run does."""
+    source = inside(path.parent / "figures", task)
+    if not source.is_dir():
+        return []
+    copied = []
+    for figure in sorted(f for f in source.iterdir() if f.is_file() and not f.is_symlink()):
+        target = store.figure_path(task, figure.name)
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(figure, target)
+            copied.append(target)
+    return copied
 
 
 # ----------------------------------------------------------------------------- on the pages

@@ -126,6 +126,24 @@ def test_nothing_the_store_holds_is_replaced(release, cli_main, capsys, tmp_path
     assert {p.name: p.read_bytes() for p in published.glob("*.jsonl")} == snapshot
 
 
+def test_figures_drawn_while_running_come_with_the_units_taken_from_the_release(release, cli_main, capsys,
+                                                                              tmp_path):
+    """A figure a kind draws while it runs (it needs the trained models) is in no row: a
+    page drawn from reused rows lost it silently until the release's copy came along.
+    One the store holds already is kept."""
+    path, table = release
+    figures = table.parent / "figures" / "quality"
+    figures.mkdir(parents=True, exist_ok=True)
+    (figures / "drawn_while_running.png").write_bytes(b"released")
+    (figures / "held.png").write_bytes(b"released")
+    fresh = tmp_path / "fresh"
+    (fresh / "figures" / "quality").mkdir(parents=True)
+    (fresh / "figures" / "quality" / "held.png").write_bytes(b"mine")
+    assert _run(cli_main, capsys, path, fresh, "--reuse", str(table))[0] == 0
+    assert (fresh / "figures" / "quality" / "drawn_while_running.png").read_bytes() == b"released"
+    assert (fresh / "figures" / "quality" / "held.png").read_bytes() == b"mine"
+
+
 def test_a_file_that_is_not_a_release_exits_2(release, cli_main, capsys, tmp_path):
     path, _ = release
     pd.DataFrame({"task": ["blobs"], "value": [1.0]}).to_parquet(tmp_path / "other.parquet")
