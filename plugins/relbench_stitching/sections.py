@@ -65,7 +65,10 @@ def pair_kind_section(df: pd.DataFrame, kinds: dict[tuple[str, str], str], metri
 
 def encoder_report_section(df: pd.DataFrame) -> str:
     """What encoders reported about themselves (:meth:`Encoder.report`, e.g. the own
-    accuracy of networks trained here), one line per encoder; empty when none did."""
+    accuracy of networks trained here), one line per encoder, a column per reported key in
+    name order (not the order a record kept: a release's flat table sorts its columns, so
+    rows taken from it by ``relbench run --reuse`` hold the keys in another order); empty
+    when none did."""
     reports: dict[str, dict] = {}
     for extra in df["extra"]:
         if isinstance(extra, dict):
@@ -73,7 +76,7 @@ def encoder_report_section(df: pd.DataFrame) -> str:
                 reports.setdefault(label, report)
     if not reports:
         return ""
-    keys = list(dict.fromkeys(k for r in reports.values() for k in r))
+    keys = sorted({k for r in reports.values() for k in r})
     rows = [[label, *(fmt(r[k]) if isinstance(r.get(k), float) else r.get(k, "-") for k in keys)]
             for label, r in sorted(reports.items())]
     return ("\n### Encoders trained here\n\nWhat each encoder reported after training (accuracy of its own "
