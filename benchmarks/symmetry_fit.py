@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import platform
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -35,19 +33,10 @@ from tabulate import tabulate
 from relbench import runner
 from relbench.config import load_suite
 from relbench.plugins import load_registry
+from relbench.results import cpu_model
 from relbench.task_run import TaskRun
 from relbench_irp.quality import sample_ids
 from relbench_stitching import groups
-
-
-def cpu_name() -> str:
-    """``lscpu``'s model name (the platform's processor where there is no lscpu)."""
-    try:
-        text = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-    except OSError:
-        return platform.processor() or "unknown CPU"
-    names = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Model name")]
-    return names[0] if names else platform.processor() or "unknown CPU"
 
 
 @dataclasses.dataclass
@@ -152,7 +141,8 @@ def main() -> None:
     parser.add_argument("tasks", nargs="?", default="tasks.yaml", type=Path)
     parser.add_argument("--task", default="fashion-symmetry")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--pair", nargs=2, metavar=("SOURCE", "TARGET"), help="default: the second encoder → the first")
+    parser.add_argument("--pair", nargs=2, metavar=("SOURCE", "TARGET"),
+                        help="default: the second encoder → the first")
     parser.add_argument("--steps", type=int, default=200, help="iterations of each optimiser (default 200)")
     parser.add_argument("--every", type=int, default=25, help="a checkpoint every N iterations (default 25)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the release's workers)")
@@ -163,7 +153,7 @@ def main() -> None:
         pair, source, target, kind_steps = load_pair(args.tasks, args.task, args.seed, *(args.pair or (None, None)),
                                                      Path(out))
     print(f"{args.task}, seed {args.seed}: {source} → {target}; anchors {tuple(pair.X.shape)} → "
-          f"{tuple(pair.Y.shape)}, {len(pair.test_X)} test rows; {cpu_name()}, {args.threads} torch thread(s)")
+          f"{tuple(pair.Y.shape)}, {len(pair.test_X)} test rows; {cpu_model()}, {args.threads} torch thread(s)")
     closed = groups.fit_groups(pair.X, pair.Y, 0)
     reference = [[f"({letter}) {name}", "-", *pair.residuals(closed[name]), "-"]
                  for letter, name in zip("abd", ("scaled-orthogonal", "permutation-diagonal", "affine"))]
