@@ -9,6 +9,7 @@ holds the draws of one seed at a time.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -48,8 +49,12 @@ class TaskBanks:
         """The samples seed ``seed`` draws under the task's protocol (computed once)."""
         if seed not in self._draws:
             data = self.run.dataset()
-            train, test = data.splits["train"], data.splits["test"]
-            self._draws[seed] = draw(self.task.protocol, train.labels, len(train), test.labels, len(test), seed)
+            shared = (data.fingerprint, json.dumps(self.task.protocol.identity(), sort_keys=True), seed)
+            if shared not in self.runner.draws:  # tasks of one data set and protocol draw the same samples
+                train, test = data.splits["train"], data.splits["test"]
+                self.runner.draws[shared] = draw(self.task.protocol, train.labels, len(train), test.labels, len(test),
+                                                 seed)
+            self._draws[seed] = self.runner.draws[shared]
         return self._draws[seed]
 
     def banks(self, split: str, seed: int | None = None) -> dict[str, Bank]:

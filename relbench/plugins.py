@@ -244,13 +244,15 @@ def _discover(disabled: set[str] | frozenset[str] = frozenset()) -> list[tuple[s
     and how to switch it off; a disabled package is never imported at all (it is
     still listed, without a module, so that its name counts as known).
     """
-    found = []
+    found, packages = [], {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in disabled:
             found.append((ep.name, None, ""))
             continue
         dist = getattr(ep, "dist", None)
-        package = f"{dist.name} {dist.version}" if dist is not None else "?"
+        if id(dist) not in packages:  # a distribution's name and version parse its metadata file on each read
+            packages[id(dist)] = (dist, f"{dist.name} {dist.version}" if dist is not None else "?")
+        package = packages[id(dist)][1]
         with _plugin_code(f"The relbench plugin package {ep.name!r} ({package}, module {ep.value!r}) failed to "
                           f"import", _switch_off(ep.name)):
             module = ep.load()

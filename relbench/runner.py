@@ -28,6 +28,7 @@ from relbench.interfaces import DatasetData, ResultRow
 from relbench.plugins import Registry
 from relbench.precision import running_at
 from relbench.progress import SuiteBar
+from relbench.protocol import Draw
 from relbench.results import ResultStore
 from relbench.rows import TASK_ERROR, flat_row
 from relbench.run_summary import RunStats, RunSummary, merged, task_summary
@@ -59,6 +60,8 @@ class Runner:
         self._scheduled: list[TaskRun] = []  # the tasks :meth:`run` planned, in order
         self.run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
         self.datasets = DataSets(self.descriptions)  #: every data set once per run, whatever reads it
+        #: each seed's draw of a data set under a protocol (by data fingerprint, protocol, seed), shared by its tasks
+        self.draws: dict[tuple[str, str, int], Draw] = {}
         self._task_runs: dict[str, TaskRun] = {}  # planned tasks, kept for the pages drawn after the run
         #: the suite-level bar (:class:`relbench.progress.SuiteBar`), made by :meth:`run`
         self.bar = SuiteBar(0, quiet=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from relbench.errors import ConfigError, UserError
-from relbench.identity import (PROTOCOL_VERSION, changed_fields, explain, fingerprint, key_json, relabelled,
+from relbench.identity import (PROTOCOL_VERSION, SharedInputs, changed_fields, explain, key_json, relabelled,
                                same_plugins)
 from relbench.interfaces import USES, UnitKey
 from relbench.result_index import TaskLines
@@ -123,17 +123,21 @@ class TaskPlanner:
             }
         return self._task_inputs
 
-    def _describe(self, value: Any) -> Any:
-        """A unit-key value as it enters the inputs: a spec by its identity."""
+    def _describe(self, value: Any, specs: dict[int, tuple[PluginSpec, dict]]) -> Any:
+        """A unit-key value as it enters the inputs: a spec by its identity. ``specs``
+        keeps each spec's identity (by the spec object) for the units of one plan, which
+        name the task's few specs thousands of times."""
         if isinstance(value, EncoderSpec):
             return self.encoder_identity(value)
         if isinstance(value, PluginSpec):
-            return value.identity()
+            if id(value) not in specs:  # the entry holds the spec, so its id is not reused while it lives
+                specs[id(value)] = (value, value.identity())
+            return specs[id(value)][1]
         if isinstance(value, dict):
-            return {k: self._describe(v) for k, v in value.items()}
+            return {k: self._describe(v, specs) for k, v in value.items()}
         if isinstance(value, (list, tuple, frozenset, set)):
-            return sorted((self._describe(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True,
-                                                                                        default=str))
+            return sorted((self._describe(v, specs) for v in value), key=lambda v: json.dumps(v, sort_keys=True,
+                                                                                               default=str))
         return value
 
     def plan(self) -> TaskPlan:
@@ -145,15 +149,15 @@ class TaskPlanner:
             for warning in self.runner.store.warnings:
                 self.runner.say(f"warning: {warning}")
             self.runner.store.warnings.clear()
-            units = []
+            units, identity, specs = [], SharedInputs(base, "unit"), {}
             for key in self.kind.plan(self.task):
                 unknown = set(key) - set(self.kind.columns) - {"seed", USES}
                 if unknown:
                     raise TypeError(f"task kind {self.kind.name!r} planned a unit with columns {sorted(unknown)} it "
                                     f"does not declare in `columns` {self.kind.columns}")
                 display = display_key(key)
-                inputs = {**base, "unit": {k: self._describe(v) for k, v in key.items()}}
-                unit = PlannedUnit(key, display, inputs, fingerprint(inputs))
+                described = {k: self._describe(v, specs) for k, v in key.items()}
+                unit = PlannedUnit(key, display, {**base, "unit": described}, identity.fingerprint(described))
                 units.append(unit)
                 self._by_display[key_json(display)] = unit
             if len(self._by_display) != len(units):
@@ -174,10 +178,13 @@ class TaskPlanner:
         the same classes (a grid plugin's edited parameters change its default label),
         the one with the fewest changed inputs, the newest of those."""
         new = [u for u in units if u.id not in lines.units]
+        if not new:  # every unit is stored with its identity (a no-op's case)
+            return []
         same = {u.id: lines.by_display.get(key_json(u.display)) for u in new}
-        shown = {key_json(u.display) for u in units}
-        orphans = [(json.loads(k), e) for k, e in lines.by_display.items() if k not in shown] \
-            if None in same.values() else []
+        orphans = []
+        if None in same.values():
+            shown = {key_json(u.display) for u in units}
+            orphans = [(json.loads(k), e) for k, e in lines.by_display.items() if k not in shown]
         matches = {u.id: [same[u.id]] if same[u.id] is not None else [
             e for display, e in orphans if relabelled(display, u.display, plugin_columns(u.key))] for u in new}
         entries = list({e.offset: e for found in matches.values() for e in found}.values())
@@ -198,8 +205,10 @@ class TaskPlanner:
 
     def _check_sizes(self) -> None:
         """User errors that only the data reveal, before any work."""
+        if not self.task.specs("selector"):
+            return
         fit = min(len(self.run.bank_store.draw(seed).fit) for seed in self.task.seeds)
-        if self.task.specs("selector") and self.task.num_anchors > fit:
+        if self.task.num_anchors > fit:
             raise ConfigError(f"task {self.task.name!r}: num_anchors is {self.task.num_anchors} but each seed fits on "
                               f"only {fit} training samples of data set {self.task.dataset.label!r} (its training "
                               f"draw less the validation part) to draw anchors from. Lower `num_anchors`, or raise "

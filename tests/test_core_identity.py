@@ -19,7 +19,7 @@ import toy_plugins
 
 from relbench import cli, hookimpl
 from relbench.config import load_suite
-from relbench.identity import changed_fields, explain, fingerprint
+from relbench.identity import SharedInputs, changed_fields, explain, fingerprint
 from relbench.interfaces import Metric
 from relbench.plugins import Registry, _discover
 from relbench.runner import Runner
@@ -64,6 +64,29 @@ def test_fingerprint_ignores_labels_but_not_content():
     derived = {"dataset": {"params": {"n": 2}, "fingerprint": "x"}}
     assert explain(derived, {"dataset": {"params": {"n": 3}, "fingerprint": "y"}}) == ["dataset.params.n"]
     assert explain(derived, {"dataset": {"params": {"n": 2}, "fingerprint": "y"}}) == ["dataset.fingerprint"]
+
+
+@pytest.mark.parametrize("field", ["unit", "aaa", "encoders"])
+def test_shared_inputs_fingerprint_each_unit_as_the_whole_inputs_would(field):
+    base = {"protocol": "2", "encoders": {"a": {"params": {"seed": 1}}, "b": {"params": {"seed": 2, "w": "é\t"}}},
+            "metrics": {"acc": {"class": "m:Acc"}}, "num_anchors": 16, "precision": None, "unit": {"stale": True}}
+    units = [{"seed": 0, "stitcher": {"params": {"lr": 1e-3, "x": [1, 2.5]}}}, {"seed": 1, "held_out": []},
+             {"z": {"b": 1, "a": "ü"}}, 3, {"b": {"params": {"seed": 2}}, "a": {"params": {"seed": 1}}}]
+    shared = SharedInputs(base, field)
+    for unit in units:
+        assert shared.fingerprint(unit) == fingerprint({**base, field: unit})
+    assert len({shared.fingerprint(unit) for unit in units}) == len(units)
+
+
+def test_tasks_on_one_data_set_and_protocol_share_each_seed_s_draw(registry, write_yaml):
+    two = TASKS + TASKS.split("tasks:\n", 1)[1].replace("name: blobs", "name: blobs-again")
+    other = two.replace("seeds: [0, 1]", "seeds: [0, 1]\n  protocol: {validation: 0.25}")
+    runner = Runner(load_suite(write_yaml(two), registry), registry, quiet=True)
+    first, second = (run.bank_store.draw(0) for run in runner.plans())
+    assert first is second and len(runner.draws) == 2  # a draw per seed, not per task and seed
+    assert runner.plans()[0].bank_store.draw(1) is not first
+    apart = Runner(load_suite(write_yaml(other), registry), registry, quiet=True)
+    assert len(apart.plans()[0].bank_store.draw(0).validation) > len(first.validation) > 0  # 25 % against 20 %
 
 
 def test_editing_a_data_set_parameter_recomputes_exactly_its_units_and_says_why(registry, write_yaml):

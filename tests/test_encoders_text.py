@@ -15,7 +15,7 @@ import torch
 from relbench.errors import MissingAsset
 from relbench.interfaces import DatasetData, EncoderContext, Split
 from relbench_encoders import text
-from relbench_encoders._common import ensure_torchvision
+from relbench_encoders._common import dist_version, ensure_torchvision
 from relbench_encoders.split_zip import join_parts
 from relbench_encoders.text import E5Encoder, TransformersEncoder, UseEncoder
 
@@ -198,8 +198,10 @@ def test_packaged_encoders_fingerprint_version_and_empty_input(cls, dist, dim, t
         raise importlib.metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(importlib.metadata, "version", absent)
+    dist_version.cache_clear()  # a process where the package is absent: the version is read once per process
     with pytest.raises(MissingAsset, match="pip install"):
         cls().fingerprint(ctx)
+    dist_version.cache_clear()
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@ image conversion and batched inference with OOM back-off."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.metadata
@@ -78,9 +79,11 @@ def package_dir(module: str, what: str = "") -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+@functools.lru_cache(maxsize=None)
 def dist_version(dist: str, module: str) -> str:
     """The installed version of distribution ``dist`` (importable as ``module``), or
-    :class:`MissingAsset` naming the pip command."""
+    :class:`MissingAsset` naming the pip command. Read once per process: each task's plan asks
+    for it, and the metadata file is parsed on each read."""
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
