@@ -5,7 +5,8 @@ Group (c) of the ``symmetry`` kind (an orthogonal map times a diagonal, ``x ↦ 
 the best of three starts and then ``iterations`` majorisation steps (the kind's default 25).
 On one ordered encoder pair of a symmetry task (its seed's anchors and test draw, the banks
 from the embedding cache, encoded when missing), this script continues the kind's own
-majorisation past 25 steps and, where ``pymanopt`` is installed (``pip install pymanopt``),
+majorisation past 25 steps, runs the other majorisation of the same loss (on the scales'
+side: :func:`scale_side_step`) from the same start, and, where ``pymanopt`` is installed (``pip install pymanopt``),
 runs Riemannian conjugate gradients on the orthogonal group from the same start (pymanopt's
 ``ConjugateGradient`` on ``Stiefel(w, w)``, the loss with ``D`` exact for ``Q``, restarted
 every ``--every`` iterations). At each checkpoint it prints the anchor residual
@@ -75,22 +76,39 @@ def load_pair(tasks: Path, task_name: str, seed: int, source: str | None, target
     return pair, source, target, kind.iterations
 
 
+def scale_side_step(problem: groups.OrthogonalDiagonal, Q: torch.Tensor, D: torch.Tensor) -> torch.Tensor:
+    """The other majorisation of ``tr(QᵀAQB)`` (``B = D²``), not the kind's: for orthogonal
+    ``Q``, ``tr(QᵀAQ) = tr A`` is constant, so ``tr(QᵀAQB) = tr(QᵀAQ(B − βI)) + β tr A`` with
+    ``β`` the largest ``d_j²``; the first term is concave in ``Q`` and lies below its tangent
+    at ``Q``, and the bound is minimised by the orthogonal factor of ``C D − A Q (B − βI)``.
+    The kind's step shifts ``A`` by its largest eigenvalue and is tight when the anchors are
+    isotropic; this one shifts the scales and is tight when they are equal (the step is then
+    the Procrustes fit of ``C``). The loss never rises under either. Same cost as the kind's."""
+    B = D * D
+    AQ = problem.A @ Q
+    return groups.polar_factor(problem.C * D - AQ * B + float(B.max()) * AQ)
+
+
 def majorisation_rows(pair: Pair, steps: int, every: int, kind_steps: int) -> list[list]:
     """The kind's fit after 0, ``kind_steps`` and every ``every`` steps up to ``steps``
-    (one continued run: each checkpoint's map is the fit with that many steps)."""
+    (one continued run: each checkpoint's map is the fit with that many steps), then the
+    same from the same start with :func:`scale_side_step` instead of the kind's step."""
     checkpoints = sorted({0, kind_steps, *range(every, steps + 1, every)})
-    start = time.perf_counter()
     problem = groups.OrthogonalDiagonal.of(pair.X, pair.Y)
-    Q = problem.start()
-    D = problem.scales(Q)
-    rows, done = [], 0
-    for mark in checkpoints:
-        for _ in range(mark - done):
-            Q = problem.rotation_step(Q, D)
-            D = problem.scales(Q)
-        done = mark
-        rows.append(["majorisation" + (" (the kind's)" if mark == kind_steps else ""), mark,
-                     *pair.residuals(problem.map(Q)), round(time.perf_counter() - start, 1)])
+    rows = []
+    for name, step in (("majorisation", problem.rotation_step),
+                       ("majorisation, scale side", lambda Q, D: scale_side_step(problem, Q, D))):
+        start = time.perf_counter()
+        Q = problem.start()
+        D = problem.scales(Q)
+        done = 0
+        for mark in checkpoints:
+            for _ in range(mark - done):
+                Q = step(Q, D)
+                D = problem.scales(Q)
+            done = mark
+            kinds = " (the kind's)" if mark == kind_steps and name == "majorisation" else ""
+            rows.append([name + kinds, mark, *pair.residuals(problem.map(Q)), round(time.perf_counter() - start, 1)])
     return rows
 
 
