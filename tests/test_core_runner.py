@@ -458,6 +458,42 @@ def test_relative_sides_are_held_for_one_similarity_at_a_time(registry, write_ya
     assert kept.store.load("blobs")["value"].tolist() == runner.store.load("blobs")["value"].tolist()
 
 
+def test_sides_are_held_for_one_selector_and_stitcher_class_at_a_time(registry, write_yaml, monkeypatch):
+    """A side's memo holds what one stitcher class computed on its anchors (Procrustes'
+    decomposed anchors and projected test rows), reused by the following units of the
+    same selector, stitcher class and held-out encoder (farthest-point anchors are chosen
+    without the unit's source); kept until the seed ended, the full-scale anchor-budget
+    sweep held them for every stitcher and selector (4.16 GB). They are dropped when the
+    units move on, and the stored results are those of a run that keeps them."""
+    import relbench_stitching.sides as seed_sides
+    from relbench_stitching.grid import plan_units
+
+    grid = "selectors: [random, fps]\n      similarities: [cosine]\n      stitchers: [irp, procrustes, affine]"
+    path = write_yaml(TASKS.replace("selectors: [random]\n      similarities: [cosine]\n      stitchers: "
+                                    "[relative, absolute]", grid).split("    claims:")[0])
+    dropped = []
+    original = seed_sides._forget_sides
+
+    def forget(sides):
+        dropped.append({key for side in sides.values() for key in side.memo})
+        original(sides)
+
+    monkeypatch.setattr(seed_sides, "_forget_sides", forget)
+    runner, stats = _run(registry, path)
+    assert not stats.failures
+    scopes = [(seed, combo.selector.label, combo.stitcher.label, tuple(h.label for h in held))
+              for seed, combo, _, _, held in plan_units(runner.suite.tasks[0], "all-pairs", [])]
+    changes = sum(a != b and a[0] == b[0] for a, b in zip(scopes, scopes[1:]))  # within a seed
+    assert len({scope[3] for scope in scopes}) == 4  # random's units hold none out, fps's each source in turn
+    # each change of scope drops the memos of the one before it, which held that stitcher's own work only
+    memos = [m for m in dropped if m]
+    assert len(memos) == changes == 2 * (3 * 4 - 1)
+    assert all(len({key[0].split("/")[0] for key in m}) == 1 for m in memos)
+    monkeypatch.setattr(seed_sides, "_forget_sides", lambda sides: None)
+    kept, _ = _run(registry, path, force=True, output=path.parent / "kept")
+    assert kept.store.load("blobs")["value"].tolist() == runner.store.load("blobs")["value"].tolist()
+
+
 def test_relative_sides_of_a_seed_stay_within_their_byte_budget(registry, write_yaml, monkeypatch):
     """A tuned similarity makes a side per candidate (WIP: five shrinkages, 25 sides of
     36 MB over fashion-cross-arch's five CNNs, a worker past 2 GB). Before each

@@ -231,14 +231,15 @@ def run_budget_units(run: TaskRunAPI, todo: list[Unit], budgets: list[int]) -> N
     metrics = [(m.label, m.build()) for m in task.metrics]
     sides, prefixes = SeedSides(run), AnchorPrefixes()
     for seed, combo, target_spec, source_specs, held in run.progress(todo, desc="fit+evaluate", total=len(todo)):
-        sides.enter(seed, combo.similarity)
+        held_out = frozenset(h.label for h in held)
+        sides.enter(seed, combo, held_out)
         target = target_spec.label
         with run.unit(unit_key(seed, combo, target_spec, held)) as rows:
             if target in sides.mismatched:
                 raise EncoderWidths(sides.mismatched[target])
             for budget in budgets if combo.selector is not None else [0]:
                 view = BudgetRun(run, budget, prefixes)
-                unit = UnitRun(view, sides, seed, combo, target, frozenset(h.label for h in held),
+                unit = UnitRun(view, sides, seed, combo, target, held_out,
                                [p for p in labels if p != target], classes, metrics)
                 start = len(rows)
                 unit.evaluate([s.label for s in source_specs], rows)

@@ -41,9 +41,10 @@ def run_units(run: TaskRunAPI, todo: list[Unit]) -> None:
     metrics = [(m.label, m.build()) for m in task.metrics]
     sides = SeedSides(run)
     for seed, combo, target_spec, source_specs, held in run.progress(todo, desc="fit+evaluate", total=len(todo)):
-        sides.enter(seed, combo.similarity)
+        held_out = frozenset(h.label for h in held)
+        sides.enter(seed, combo, held_out)
         target = target_spec.label
-        unit = UnitRun(run, sides, seed, combo, target, frozenset(h.label for h in held),
+        unit = UnitRun(run, sides, seed, combo, target, held_out,
                        [p for p in labels if p != target], len(data.class_names), metrics)
         with run.unit(unit_key(seed, combo, target_spec, held)) as rows:
             if target in sides.mismatched:

@@ -8,6 +8,7 @@ import json
 from collections import OrderedDict
 
 from relbench.api import PluginSpec, StitchSide, TaskRunAPI
+from relbench_stitching.grid import Combination
 
 #: Bytes of relative features the sides of one seed keep between units (least recently
 #: used dropped first): five Fashion-MNIST sides of 7,000 × 1,280 floats, one untuned
@@ -29,11 +30,14 @@ class SeedSides:
         self.mismatched: dict[str, str] = {}
         self._seed: int | None = None
         self._similarity: PluginSpec | None = None
+        self._reused_by: tuple | None = None  # the (selector, stitcher class, held-out encoders) the sides serve
 
-    def enter(self, seed: int, similarity: PluginSpec | None) -> None:
-        """Prepare for a unit of ``seed`` whose combination uses ``similarity``: a new
-        seed reads its banks and drops every side (sides hold one seed's draw and
-        relative features); another similarity drops the sides of relative features."""
+    def enter(self, seed: int, combo: Combination, held_out: frozenset[str] = frozenset()) -> None:
+        """Prepare for a unit of ``seed`` and combination ``combo`` holding out the
+        encoders ``held_out``: a new seed reads its banks and drops every side (sides hold
+        one seed's draw and relative features); another similarity drops the sides of
+        relative features; another selector, stitcher class or held-out set drops every
+        side (:func:`_forget_sides`)."""
         if seed != self._seed:
             self.sides.clear()
             self.similarities.clear()
@@ -42,9 +46,13 @@ class SeedSides:
                 self.banks["validation"] = self.run.banks("validation", seed)
             self.mismatched = _width_mismatches(self.banks)
             self._seed = seed
-        if similarity != self._similarity:
+        if combo.similarity != self._similarity:
             _forget_relative_sides(self.sides, self.similarities)
-            self._similarity = similarity
+            self._similarity = combo.similarity
+        reused_by = (combo.selector, combo.stitcher.cls, held_out)
+        if reused_by != self._reused_by:
+            _forget_sides(self.sides)
+            self._reused_by = reused_by
 
     def side(self, label: str, similarity: PluginSpec | None, anchors) -> StitchSide:
         """Encoder ``label``'s side with these anchors and (fitted on its training bank)
@@ -94,6 +102,20 @@ def _forget_relative_sides(sides: dict[tuple, StitchSide], similarities: dict[tu
     for key in [key for key in sides if key[1] is not None]:
         del sides[key]
     similarities.clear()
+
+
+def _forget_sides(sides: dict[tuple, StitchSide]) -> None:
+    """Drop every side. Called when the units move to another selector, stitcher class or
+    held-out encoder (:func:`~relbench_stitching.grid.plan_units` visits a stitcher's
+    selectors one after another, and a held-out encoder's units, whose anchors are chosen
+    without it, one after another): a side's memo holds what one stitcher class computed
+    on its anchors for the units that meet it again (Procrustes' decomposed anchors and
+    projected test rows: at full scale up to 23 MB a side), and those units are the
+    following ones of the same selector, stitcher class and held-out encoders. Kept until
+    the seed ended, the anchor-budget sweep over five CNNs (a side per budget, encoder,
+    selector and, for farthest-point anchors, held-out encoder) held them for every
+    stitcher and selector: 4.16 GB. A side asked for again is computed again, identically."""
+    sides.clear()
 
 
 def _bound_relative_sides(sides: OrderedDict[tuple, StitchSide], budget: int) -> None:
