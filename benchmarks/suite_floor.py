@@ -36,9 +36,11 @@ One run prints:
     real shapes (random rows of each encoder's width; matrix-product FLOPs depend on
     shapes only, up to data-dependent pruning), the count split at each unit's store
     append: the first unit carries the shared work it triggers (anchors, shared head
-    fits), the second only its own, so a group counts shared work once per seed and each
-    unit's own work once (:func:`group_flops`). Shared work reused across groups is
-    counted once per group, so this part can overcount it. Learned-selector units are
+    fits), the second only its own, so a group counts shared work once per sharing scope
+    (each seed and combination, where the two samples share one; else once per seed) and
+    each unit's own work once (:func:`group_flops`). Adapter groups are kept apart by
+    regularizer (a tuned one trains once per candidate). Shared work reused across groups
+    is counted once per group, so this part can overcount it. Learned-selector units are
     represented by non-learned units of the same stitcher (their training is PARAM's).
 
 * **The table**: stage, units or trainings, TFLOP, precision, measured seconds, floor
@@ -351,45 +353,80 @@ def synthetic_banks(widths: dict[str, int], seed: int = 0):
 
 def unit_group(display: dict) -> tuple[str, str]:
     """(stage, kind of unit) of a planned unit: adapters where a regularizer is set; the
-    kind is its stitcher (or ``unit`` for kinds without one)."""
+    kind is its stitcher (or ``unit`` for kinds without one), and in the adapters stage
+    its regularizer too (a same-budget control trains once where a tuned regularizer
+    trains once per candidate, so one could not stand for the other)."""
     reg = display.get("regularizer")
-    stage = ADAPTERS if isinstance(reg, str) and reg not in ("", "-", "none") else HEADS
-    return stage, str(display.get("stitcher") or "unit")
+    kind = str(display.get("stitcher") or "unit")
+    if isinstance(reg, str) and reg not in ("", "-", "none"):
+        return ADAPTERS, f"{kind}+{reg}"
+    return HEADS, kind
+
+
+#: the display columns that tell apart units sharing work: a kind shares fits between
+#: the units of one scope (a stitching unit's decoders and trained sources, per seed and
+#: combination, serve every target; a symmetry pair's head serves every source)
+UNIT_SIDES = ("source", "target")
+
+
+def sharing_scope(display: dict) -> tuple:
+    """The scope whose units share work: the unit's display without its sides."""
+    return tuple(sorted((k, str(v)) for k, v in display.items() if k not in UNIT_SIDES))
 
 
 @dataclass
 class Group:
     """The units of one (stage, kind of unit) of a task's plan: how many, over how many
-    seeds, and up to two units of its first seed whose selector does not train."""
+    seeds and sharing scopes (:func:`sharing_scope`), and up to two units of its first
+    seed whose selector does not train, with their scopes."""
 
     n: int = 0
     seeds: set = dataclasses.field(default_factory=set)
+    scopes: set = dataclasses.field(default_factory=set)
     sample: list = dataclasses.field(default_factory=list)
+    sample_scopes: list = dataclasses.field(default_factory=list)
+
+    @property
+    def shared_sample(self) -> bool:
+        """True when the two sample units share a scope (the second's count is then its own work only)."""
+        return len(set(self.sample_scopes)) == 1
 
 
 def groups_of(plan, learned: set[str]) -> dict[tuple[str, str], Group]:
-    """The plan's units by (stage, kind of unit), each with its sample to count."""
+    """The plan's units by (stage, kind of unit), each with its sample to count: the
+    first two units of the first seed whose selector does not train."""
     seeds = sorted({u.display.get("seed") for u in plan.units if u.display.get("seed") is not None})
     first = seeds[0] if seeds else None
     groups: dict[tuple[str, str], Group] = {}
     for u in plan.units:
         g = groups.setdefault(unit_group(u.display), Group())
+        scope = sharing_scope(u.display)
         g.n += 1
         g.seeds.add(u.display.get("seed"))
+        g.scopes.add(scope)
         if len(g.sample) < 2 and u.display.get("seed") == first and u.display.get("selector") not in learned:
             g.sample.append(u.id)
+            g.sample_scopes.append(scope)
     return groups
 
 
-def group_flops(first: float, marginal: float | None, n: int, seeds: int) -> float:
+def group_flops(first: float, second: float | None, n: int, seeds: int, scopes: int | None = None) -> float:
     """A group's FLOPs from its first unit run alone (``first``: its own work and the
-    shared work it triggered) and the marginal FLOPs of a second unit of the same seed:
-    each seed pays the shared work once, each unit its own. Without a second unit, every
-    unit counts as the first."""
-    if marginal is None:
+    shared work it triggered) and the FLOPs of a second unit run after it (its own work
+    only, the shared work being done): each sharing scope pays the shared work once,
+    each of the ``n`` units its own.
+
+    ``scopes``: how many scopes the group's units fall in, when its two sample units
+    share one (:attr:`Group.shared_sample`: the shared work the first unit triggered is
+    then known to be that scope's, e.g. a stitching combination's trained decoders, and
+    every combination of every seed pays it); otherwise ``None``, and the shared work is
+    counted once per seed (where the samples' scopes differ, what they share is not
+    known, and once per seed is the lower bound). Without a second unit, every unit
+    counts as the first."""
+    if second is None:
         return first * n
-    marginal = min(max(marginal, 0.0), first)
-    return seeds * (first - marginal) + n * marginal
+    marginal = min(max(second, 0.0), first)
+    return (scopes or seeds) * (first - marginal) + n * marginal
 
 
 def count_units(suite, registry, task, unit_ids: list[str], widths: dict[str, int]) -> list[float] | None:
@@ -593,7 +630,8 @@ def unit_stages(suite, registry, plans, units: pd.DataFrame, trainings: pd.DataF
                     counts["units"][key] = got
                     save()
                 if got:
-                    flops += group_flops(got[0], got[1] if len(got) > 1 else None, g.n, len(g.seeds))
+                    flops += group_flops(got[0], got[1] if len(got) > 1 else None, g.n, len(g.seeds),
+                                         len(g.scopes) if g.shared_sample else None)
                 else:
                     missing.append(kind)
             row = rows.setdefault((stage, precision), {"stage": stage, "precision": precision, "n": 0, "flops": 0.0,
@@ -609,7 +647,7 @@ def unit_stages(suite, registry, plans, units: pd.DataFrame, trainings: pd.DataF
                 row["ratio_seconds"] += seconds.get((tr.task.name, stage), 0.0)
     out = []
     for (stage, _), row in sorted(rows.items()):
-        note = "2 units counted per (task, stitcher), shared work once per seed"
+        note = "2 units counted per (task, stitcher[, regularizer]), shared work once per seed and combination"
         if row["missing"]:
             note += f"; ratio without the tasks not counted: {'; '.join(row.pop('missing'))}"
         row.pop("missing", None)

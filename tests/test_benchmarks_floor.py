@@ -62,6 +62,54 @@ def test_group_flops_counts_shared_work_once_per_seed():
     assert sf.group_flops(10.0, 12.0, n=3, seeds=1) == 30.0  # a marginal above the first is clipped
 
 
+def test_group_flops_counts_shared_work_once_per_combination_of_each_seed():
+    # 5 seeds × 4 combinations, 5 targets each: each combination trains its own decoders
+    assert sf.group_flops(10.0, 4.0, n=100, seeds=5, scopes=20) == 20 * 6 + 100 * 4
+
+
+def _plan(displays):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(units=[SimpleNamespace(id=f"u{i}", display=d) for i, d in enumerate(displays)])
+
+
+def test_groups_split_adapters_by_regularizer_and_count_each_seeds_combinations():
+    """A stitching task's units share their decoders per seed and combination, not per
+    seed: with two similarities and two regularizers, one seed's shared work is paid four
+    times. Counting it once per seed (as the floor did) made the adapters' floor a quarter
+    of its work and more, and a same-budget control (one training) stood for a tuned
+    regularizer (one per candidate)."""
+    displays = [{"seed": seed, "selector": "random", "similarity": sim, "stitcher": "relative",
+                 "regularizer": reg, "target": target}
+                for seed in (0, 1) for reg in ("adapter", "topological") for sim in ("cosine", "robust-cosine")
+                for target in ("a", "b", "c")]
+    groups = sf.groups_of(_plan(displays), learned=set())
+    assert set(groups) == {("adapters", "relative+adapter"), ("adapters", "relative+topological")}
+    g = groups["adapters", "relative+topological"]
+    assert g.n == 12 and len(g.seeds) == 2 and len(g.scopes) == 4 and g.shared_sample
+    assert g.sample == ["u6", "u7"]  # seed 0, topological · cosine, targets a and b
+    # first unit 10 (shared 9 + own 1), second 1: 4 combinations pay 9 each, 12 units 1 each
+    assert sf.group_flops(10.0, 1.0, g.n, len(g.seeds), len(g.scopes)) == 4 * 9 + 12 * 1
+
+
+def test_groups_whose_samples_differ_in_scope_count_shared_work_once_per_seed():
+    """Units that differ by more than their sides (a space-similarity measure, a
+    reconstruction's model) may still share a seed's work: what the two samples share is
+    not known, so it counts once per seed (the lower bound), as before."""
+    displays = [{"seed": seed, "model": model, "bottleneck": b} for seed in (0, 1, 2)
+                for model in ("ae", "vae") for b in ("absolute", "relative")]
+    (g,) = sf.groups_of(_plan(displays), learned=set()).values()
+    assert g.n == 12 and len(g.scopes) == 12 and not g.shared_sample
+    assert sf.group_flops(10.0, 4.0, g.n, len(g.seeds), None) == 3 * 6 + 12 * 4
+
+
+def test_unit_group_names_stage_stitcher_and_regularizer():
+    assert sf.unit_group({"stitcher": "relative", "regularizer": "none"}) == ("heads", "relative")
+    assert sf.unit_group({"stitcher": "relative", "regularizer": "-"}) == ("heads", "relative")
+    assert sf.unit_group({"stitcher": "relative", "regularizer": "topological"}) == ("adapters", "relative+topological")
+    assert sf.unit_group({"model": "ae"}) == ("heads", "unit")
+
+
 def test_verdict_judges_both_targets():
     lines = sf.verdict(floor=600.0, wall=2400.0)
     assert "not excluded" in lines[0] and "meets ≤ 45 min" in lines[1] and "misses ≤ 3×" in lines[1]
