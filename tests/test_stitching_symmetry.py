@@ -93,9 +93,9 @@ def test_more_alternating_iterations_never_raise_the_orthogonal_diagonal_residua
 
 
 def test_the_kinds_majorisation_stops_short_of_the_groups_fit_on_anisotropic_anchors():
-    """What the page says of (c): on anisotropic spaces (as embeddings are) the default 25
-    steps leave anchor loss that further steps remove, so (c)'s row is not the group's
-    least-squares fit. Should a solver ever converge here, the page's note must change."""
+    """What the page says of (c): on anisotropic spaces (as embeddings are) 25 steps leave
+    anchor loss that further steps remove, so (c)'s row is not the group's least-squares
+    fit. Should a solver ever converge here, the page's note must change."""
     g = _generator(4)
     spectrum = torch.arange(1, 41, dtype=torch.float64) ** -1.5  # eigenvalues of XᵀX spread by 40³
     X = _gaussian(120, 40, g) * spectrum
@@ -104,10 +104,42 @@ def test_the_kinds_majorisation_stops_short_of_the_groups_fit_on_anisotropic_anc
     assert at[400] < at[25] - 1e-3
 
 
-def test_the_page_says_how_many_majorisation_steps_group_c_had(tmp_path):
+def test_the_page_says_how_group_cs_steps_were_chosen(tmp_path):
     rows = _run().frame()
-    page = Symmetry(iterations=3).page(rows, Page(tmp_path, "t"))
-    assert "followed by 3 majorisation steps" in page and "benchmarks/symmetry_fit.py" in page
+    page = Symmetry(iterations=3, patience=2).page(rows, Page(tmp_path, "t"))
+    assert "chosen on the seed's validation samples" in page and "stopping 2 steps after it (at most 3)" in page
+    assert "benchmarks/symmetry_fit.py" in page
+    c = rows[(rows["group"] == "orthogonal-diagonal") & (rows["metric"] == "residual")]
+    report = c["extra"].tolist()
+    assert report and all({"steps", "chosen_step", "validation_residual"} <= set(r) for r in report)
+    assert all(r["chosen_step"] <= r["steps"] <= 3 for r in report)
+
+
+def _noisy_pair(seed: int, n: int = 60):
+    g = _generator(seed)
+    X = _gaussian(n, 6, g) * torch.logspace(0, 1.5, 6, dtype=torch.float64)
+    Y = X @ _orthogonal(6, g) * torch.linspace(0.3, 3.0, 6, dtype=torch.float64) + 0.5 * _gaussian(n, 6, g)
+    return X, Y
+
+
+def test_group_cs_steps_are_those_with_the_lowest_validation_residual():
+    """The kept map is the step whose validation residual is lowest among those taken, and
+    the steps stop ``patience`` after it (or at ``iterations``)."""
+    for seed in range(4):
+        X, Y = _noisy_pair(seed)
+        Xv, Yv = _noisy_pair(seed + 10)
+        fit = orthogonal_diagonal_fit(X, Y, 40, validation=(Xv, Yv), patience=3)
+        steps, chosen = int(fit.report["steps"]), int(fit.report["chosen_step"])
+        path = [relative_residual(orthogonal_diagonal_fit(X, Y, n)(Xv), Yv) for n in range(steps + 1)]
+        assert fit.report["validation_residual"] == pytest.approx(min(path), rel=1e-12)
+        assert path[chosen] == pytest.approx(min(path), rel=1e-12)
+        assert steps == 40 or steps == chosen + 3
+        assert torch.allclose(fit(Xv), orthogonal_diagonal_fit(X, Y, chosen)(Xv), atol=1e-10)
+
+
+def test_patience_below_one_is_refused():
+    with pytest.raises(ValueError, match="patience must be ≥ 1"):
+        Symmetry(patience=0)
 
 
 def test_the_scaled_procrustes_is_scipys_rotation_with_the_closed_form_scale():
