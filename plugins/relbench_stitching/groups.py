@@ -185,11 +185,10 @@ class OrthogonalDiagonal:
         D = self.scales(Q) if D is None else D
         return CentredLinear(self.source_mean, (Q * D)[:ds, :dt], self.target_mean)
 
-    def scales(self, Q: torch.Tensor, AQ: torch.Tensor | None = None) -> torch.Tensor:
-        """The best ``D`` for ``Q``: column ``j`` of ``XQ`` regressed on column ``j`` of ``Y``
-        (``AQ``: ``A Q`` where already computed)."""
+    def scales(self, Q: torch.Tensor) -> torch.Tensor:
+        """The best ``D`` for ``Q``: column ``j`` of ``XQ`` regressed on column ``j`` of ``Y``."""
         fit = (Q * self.C).sum(dim=0)
-        energy = (Q * (self.A @ Q if AQ is None else AQ)).sum(dim=0)
+        energy = (Q * (self.A @ Q)).sum(dim=0)
         return torch.where(energy > 0, fit / torch.where(energy > 0, energy, torch.ones_like(energy)),
                            torch.zeros_like(energy))
 
