@@ -19,7 +19,8 @@ from relbench_relreps import NonStitched, RandomAnchors, RelativeDecoder
 from relbench_relreps.similarities import Cosine
 from relbench_stitching import budget_page
 from relbench_stitching.budget import AnchorBudget
-from relbench_stitching.budget_index import BUDGET_MEASURE, index_cells, ranked_methods, section, summary_cells
+from relbench_stitching.budget_index import (BUDGET_MEASURE, PEAKED, budget_text, index_cells, peak, ranked_methods,
+                                             section, summary_cells)
 from relbench_stitching.budget_page import measure
 
 SEEDS = (0, 1, 2)
@@ -28,6 +29,8 @@ RANDOM, FPS = "random · cosine · relative", "fps · cosine · relative"
 CURVES = {
     "small": {"random": {8: 0.50, 16: 0.96, 32: 1.00}, "fps": {8: 0.94, 16: 0.96, 32: 0.98}},
     "large": {"random": {8: 0.50, 16: 0.60, 64: 1.00}, "fps": {8: 0.50, 16: 0.97, 64: 1.00}},
+    # random peaks at 16 anchors and falls at the full budget (as affine's least squares does at the width)
+    "fall": {"random": {8: 0.40, 16: 0.80, 64: 0.50}, "fps": {8: 0.50, 16: 0.90, 64: 1.00}},
 }
 #: the non-stitched heads' score on their own encoders (no anchors)
 OWN = 0.9
@@ -186,3 +189,26 @@ def test_the_board_s_curves_are_the_summary_s_scores_per_budget_without_the_95_p
         == [(c["selector"], c["measure"], c["num_anchors"], c["score"], c["low"], c["high"], c["n"]) for c in scores]
     assert all("anchors_used" not in c and "tie_group" not in c for c in curves)
     assert [c["num_anchors"] for c in curves if c["measure"] == "own"] == [0]  # the reference: a level line
+
+
+def test_a_curve_that_falls_at_the_full_budget_is_marked_and_never_heads_the_section():
+    cells = {c["method"]: c for c in _cells("fall")}
+    fallen, rising = cells[RANDOM], cells[FPS]
+    assert fallen["budget"] == 16 and rising["budget"] == 64  # 95 % of a fallen 0.51 is reached at 16 anchors
+    assert peak(fallen) == (16, pytest.approx(0.81)) and peak(rising) is None
+    assert budget_text(fallen) == f"16 [16, 16] of 64 {PEAKED} 0.810 at 16" and PEAKED not in budget_text(rising)
+    assert [m for m, _, _ in ranked_methods({"fall": list(cells.values())})] == [FPS, RANDOM]
+    text = section({"fall": list(cells.values())})
+    assert f"**Fewest anchors:** {FPS}," in text and f"**Not ranked first:** {RANDOM}:" in text
+    assert "add at most" not in text
+
+
+def test_peak_follows_the_metric_s_direction_and_the_95_percent_rule():
+    def cell(curve, direction="higher"):
+        return {"score": curve[-1][1], "direction": direction, "curve": curve}
+
+    assert peak(cell([[8, 0.90], [16, 0.86]])) is None  # 0.86 ≥ 0.95 × 0.90: within the rule
+    assert peak(cell([[8, 0.90], [16, 0.85]])) == (8, 0.90)
+    assert peak(cell([[8, 0.10], [16, 0.20]], "lower")) == (8, 0.10)  # an error falling is better
+    assert peak(cell([[8, 0.20], [16, 0.10]], "lower")) is None
+    assert peak({"score": 0.5, "direction": "higher", "curve": []}) is None

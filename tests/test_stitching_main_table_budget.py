@@ -15,7 +15,7 @@ from relbench.leaderboard import kind_sections
 from relbench.testing import make_task
 from relbench_stitching import Stitching
 from relbench_stitching.budget import AnchorBudget
-from relbench_stitching.main_table import budget_table, mean_share, section
+from relbench_stitching.main_table import budget_table, budget_text, mean_share, section
 
 RANDOM, PROCRUSTES, IRP = "random · cosine · relative", "random · procrustes", "random · irp"
 
@@ -168,3 +168,12 @@ def test_naming_the_companion_recomputes_nothing_and_the_index_follows(registry,
     runner, boards = suite("{name: stitching}")  # the companion named no more: no page changes, the index does
     assert [p.name for p in draw(runner, boards)] == ["README.md"]
     assert "Anchors needed" not in (boards / "README.md").read_text()
+
+
+def test_a_budget_measured_against_a_curve_that_falls_at_the_full_budget_is_marked():
+    fallen = {**_budget_cell(PROCRUSTES, 16, 16, 16, 1280), "score": 0.38, "curve": [[16, 0.44], [512, 0.77],
+                                                                                     [1280, 0.38]]}
+    rising = {**_budget_cell(RANDOM, 256, 128, 512, 1280), "score": 0.80, "curve": [[16, 0.4], [1280, 0.80]]}
+    assert budget_text(fallen) == "16 [16, 16]/1280 †" and budget_text(rising) == "256 [128, 512]/1280"
+    text = section(MAIN, {"b-cross-arch": {"b-budget": _companion(fallen, rising)}}, AnchorBudget.name)
+    assert "16 [16, 16]/1280 †" in text and "†: the combination's curve peaks" in text

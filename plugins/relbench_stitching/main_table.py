@@ -34,6 +34,7 @@ import numpy as np
 from tabulate import tabulate
 
 from relbench.api import arrow, lower_is_better
+from relbench_stitching.budget_index import PEAKED, peak
 from relbench_stitching.intervals import KEPT_DRAWS, unpack_draws
 
 #: the widest line a table may have (a 160-column terminal)
@@ -313,8 +314,11 @@ def budget_cells(companions: dict[str, dict[str, dict]], kind: str) -> dict[str,
 
 
 def budget_text(cell: dict) -> str:
-    """``k [low, high]/K``: a combination's 95 % budget, its interval and the largest budget."""
-    return f"{cell['budget']} [{cell['budget_low']}, {cell['budget_high']}]/{cell['largest']}"
+    """``k [low, high]/K``: a combination's 95 % budget, its interval and the largest budget,
+    followed by :data:`~relbench_stitching.budget_index.PEAKED` where its curve falls at the
+    largest budget (:func:`~relbench_stitching.budget_index.peak`)."""
+    text = f"{cell['budget']} [{cell['budget_low']}, {cell['budget_high']}]/{cell['largest']}"
+    return f"{text} {PEAKED}" if peak(cell) else text
 
 
 def mean_share(cells: list[dict]) -> str:
@@ -350,8 +354,10 @@ def _budget_legend(tasks: list[str], budgets: dict[str, tuple[str, dict[str, dic
     return (f"**Anchors needed** (the same combinations on each task's anchor-budget companion: its data set and "
             f"encoders, the number of anchors swept, nested anchor sets): *k [low, high]/K*, the smallest budget "
             f"k whose mean score over seeds reaches 95 % of the score at the largest budget K, with its 95 % "
-            f"interval (from paired Student-t draws over seeds), as the companion's page gives it; -: not measured "
-            f"there. "
+            f"interval (from paired Student-t draws over seeds), as the companion's page gives it; {PEAKED}: the "
+            f"combination's curve peaks at fewer anchors and its score at K falls short of 95 % of that peak, so k "
+            f"is measured against a fallen score (the peak is in the index's *Anchor budget* section); -: not "
+            f"measured there. "
             f"*mean share*: the mean of k/K over the tasks that measured the combination (descriptive: no "
             f"interval). Companions: {named}.\n")
 
