@@ -4,8 +4,9 @@ tasks by mean rank, with tests valid at the handful of tasks a suite has.
 A ranking across tasks is only fair among combinations measured on the same tasks: a
 combination measured on one easy task must not outrank one measured on seven. So the
 comparison runs on a *common set*: the most tasks whose orderings all contain the same
-(at least three) combinations (:func:`common_set`); every other combination is listed
-apart with the number of tasks it was measured on, and is not ranked against the others.
+(at least three) combinations, and of such sets of tasks the one sharing the most
+combinations (:func:`common_set`); every other combination is listed apart with the
+number of tasks it was measured on, and is not ranked against the others.
 
 The data are each task's ordering of combinations (the pages hand over orderings, not
 scores), so every test works on positions within a task, and with few tasks (blocks):
@@ -13,7 +14,8 @@ scores), so every test works on positions within a task, and with few tasks (blo
 * **Do the ranks differ?** Friedman's statistic, its p-value from the permutation
   distribution (positions permuted within each task, :func:`scipy.stats.permutation_test`):
   exact over all ``(k!)^n`` orderings when they are at most :data:`RESAMPLES`, otherwise
-  Monte Carlo over :data:`RESAMPLES` of them drawn with :data:`SEED`. The usual χ²
+  Monte Carlo over :data:`RESAMPLES` of them drawn with :data:`SEED` (its least p-value,
+  1 / (:data:`RESAMPLES` + 1), is printed as a bound, ``p ≤``). The usual χ²
   approximation needs many tasks (with 2 tasks and 12 combinations it gives 0.075 where
   the permutation p is 0.011). Iman–Davenport's F, an approximation too, is reported
   beside it.
@@ -33,7 +35,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import reduce
 from itertools import combinations
+from operator import and_
 from string import ascii_lowercase
 
 from relbench import deferred
@@ -47,28 +51,75 @@ ALPHA = 0.05
 RESAMPLES = 99_999
 #: the seed of those draws (the p-value is the same on every run)
 SEED = 0
-#: names the statistics of :func:`rank`: part of the index's cache key, so that a section
-#: computed by other statistics is computed again
-STATISTICS = "friedman-permutation+wilcoxon-holm"
+#: names the common set and the statistics of :func:`rank`: part of the index's cache key,
+#: so that a section computed by another common set or other statistics is computed again
+STATISTICS = "exact-common-set+friedman-permutation+wilcoxon-holm"
+#: the most ``min_combos``-subsets of combinations :func:`common_set` enumerates; beyond that, it searches greedily
+MAX_SUBSETS = 2_000_000
 
 
-def common_set(orders: dict[str, list[str]], min_combos: int = 3) -> tuple[list[str], list[str]]:
-    """``(tasks, combinations)``: tasks whose orderings all contain every one of the
-    combinations, at least ``min_combos`` of them, with as many tasks as a greedy search
-    finds (drop, one at a time, the task whose removal most enlarges what the others
-    share; fewest combinations first on ties). Empty lists when no two tasks share
-    ``min_combos`` combinations."""
-    tasks = sorted(t for t, order in orders.items() if len(order) >= min_combos)
+def _greedy(orders: dict[str, list[str]], tasks: list[str], min_combos: int) -> list[str]:
+    """What is left of ``tasks`` after dropping, one at a time until the rest share
+    ``min_combos`` combinations or fewer than two remain, the task whose removal most
+    enlarges what the others share (on ties, the one with the fewest combinations, then
+    the last by name)."""
+    tasks = list(tasks)
 
     def shared(names: list[str]) -> set[str]:
         return set.intersection(*(set(orders[t]) for t in names)) if names else set()
 
     while len(tasks) >= 2 and len(shared(tasks)) < min_combos:
         tasks.remove(max(tasks, key=lambda t: (len(shared([u for u in tasks if u != t])), -len(orders[t]), t)))
-    if len(tasks) < 2:
+    return tasks
+
+
+def common_set(orders: dict[str, list[str]], min_combos: int = 3) -> tuple[list[str], list[str]]:
+    """``(tasks, combinations)``: the most tasks of ``orders`` (task → its ordering of
+    combinations) whose orderings all contain the same ``min_combos`` or more combinations,
+    sorted by name, and every combination they all contain, in the order of the first
+    task's ordering. Among task sets of that size, the one sharing the most combinations;
+    among those, the one whose sorted list of names comes first. Empty lists when no two
+    tasks share ``min_combos`` combinations.
+
+    The search is exact: a task set sharing ``min_combos`` combinations shares some
+    ``min_combos``-subset S of them, and the most tasks sharing S are exactly those whose
+    orderings contain S, so it enumerates the ``min_combos``-subsets of the combinations
+    two or more tasks contain (tasks and combinations as bitsets). Where there are more
+    than :data:`MAX_SUBSETS` such subsets, a greedy search stands in, which need not find
+    the most tasks: starting from every task, drop, one at a time, the task whose removal
+    most enlarges what the others share (on ties, the one with the fewest combinations,
+    then the last by name)."""
+    tasks = sorted(t for t, order in orders.items() if len(order) >= min_combos)
+    holders: dict[str, int] = {}  # combination → its tasks, bit i for tasks[i]
+    for i, t in enumerate(tasks):
+        for c in set(orders[t]):
+            holders[c] = holders.get(c, 0) | 1 << i
+    masks = [m for m in holders.values() if m.bit_count() >= 2]
+    if len(masks) < min_combos:
         return [], []
-    combos = shared(tasks)
-    return tasks, [c for c in orders[tasks[0]] if c in combos]
+    if math.comb(len(masks), min_combos) > MAX_SUBSETS:
+        chosen = _greedy(orders, tasks, min_combos)
+    else:
+        everyone, most, largest = (1 << len(tasks)) - 1, 2, set()
+        for subset in combinations(masks, min_combos):
+            together = reduce(and_, subset, everyone)
+            size = together.bit_count()
+            if size > most:
+                most, largest = size, {together}
+            elif size == most:
+                largest.add(together)
+        if not largest:
+            return [], []
+
+        def members(mask: int) -> list[str]:
+            return [t for i, t in enumerate(tasks) if mask >> i & 1]
+
+        best = min(largest, key=lambda s: (-sum(m & s == s for m in masks), members(s)))
+        chosen = members(best)
+    if len(chosen) < 2:
+        return [], []
+    combos = set.intersection(*(set(orders[t]) for t in chosen))
+    return chosen, [c for c in orders[chosen[0]] if c in combos]
 
 
 @dataclass
@@ -224,17 +275,22 @@ def diagram(result: CrossTaskRanking):
 
 
 def omnibus_text(test: Friedman) -> str:
-    """The section's paragraph on Friedman's test: which p-value, and why."""
+    """The section's paragraph on Friedman's test: which p-value, and why. A Monte Carlo
+    p-value at its least, 1 / (:data:`RESAMPLES` + 1), is printed as ``p ≤``; every other
+    p-value as ``p =``."""
     if test.exact:
         how = f"exact, over all ({test.combos}!)^{test.tasks} = {test.permutations:,} orderings"
     else:
         how = (f"Monte Carlo over {RESAMPLES:,} random orderings, seed {SEED}, as the ({test.combos}!)^{test.tasks} "
                f"≈ {test.permutations:.2g} orderings are too many to enumerate")
+    # Monte Carlo's p is (drawn orderings as extreme + 1) / (RESAMPLES + 1); at its least none was as extreme as the
+    # observed one, and the draws tell only that p is about that small or smaller
+    relation = "≤" if not test.exact and test.p <= 1 / (RESAMPLES + 1) else "="
     verdict = (f"the ranks differ at α = {ALPHA:g}" if test.p < ALPHA else
                "the ranks are not shown to differ (every order below may be chance)")
     return (f"**Do the ranks differ?** Friedman's χ² = {test.statistic:.2f}, its p-value from the permutation "
             f"distribution (positions permuted within each task; {how}) rather than the χ² approximation, which "
-            f"needs many more than {test.tasks} tasks: p = {test.p:.2g}: {verdict}. Iman–Davenport's "
+            f"needs many more than {test.tasks} tasks: p {relation} {test.p:.2g}: {verdict}. Iman–Davenport's "
             f"F = {test.iman_davenport:.2f} (F({test.combos - 1}, {(test.combos - 1) * (test.tasks - 1)}) "
             f"approximation): p = {test.iman_davenport_p:.2g}.")
 

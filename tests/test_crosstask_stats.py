@@ -1,12 +1,14 @@
 """The numbers of the index's "Methods across tasks" section (:mod:`relbench.crosstask`),
 each checked against SciPy, statsmodels, a brute-force enumeration or a textbook example:
-Friedman's permutation p-value, Iman–Davenport's F, Wilcoxon's test with Holm's
-correction, how many tasks a separation needs, and the letter display."""
+the common set of tasks, Friedman's permutation p-value and how it is printed,
+Iman–Davenport's F, Wilcoxon's test with Holm's correction, how many tasks a separation
+needs, and the letter display."""
 
 from __future__ import annotations
 
 import math
-from itertools import combinations, permutations, product
+import random
+from itertools import chain, combinations, permutations, product
 
 import numpy as np
 import pandas as pd
@@ -14,8 +16,8 @@ import pytest
 from scipy.stats import f, friedmanchisquare, rankdata, wilcoxon
 from statsmodels.stats.multitest import multipletests
 
-from relbench.crosstask import (ALPHA, RESAMPLES, friedman, holm, letters, perfect_record_p, rank, section,
-                                separable, tasks_needed)
+from relbench.crosstask import (ALPHA, RESAMPLES, common_set, friedman, holm, letters, omnibus_text,
+                                perfect_record_p, rank, section, separable, tasks_needed)
 
 # the release's two tasks that rank the same twelve combinations (positions 1 = best)
 FASHION = ["wip", "procrustes", "robust-cosine", "angular", "cosine", "cosine-centred", "concat", "irp",
@@ -49,6 +51,47 @@ def _exact_two_task_p(first: np.ndarray, second: np.ndarray) -> float:
     return full[observed:].sum() / full.sum()
 
 
+def _brute_force_common_set(orders: dict[str, list[str]], min_combos: int) -> tuple[list[str], list[str]]:
+    """The common set by trying every set of two or more tasks: the most tasks sharing
+    ``min_combos`` combinations, then the most combinations, then the first sorted names."""
+    names = sorted(orders)
+    subsets = chain.from_iterable(combinations(names, n) for n in range(2, len(names) + 1))
+    valid = [(list(s), set.intersection(*(set(orders[t]) for t in s))) for s in subsets]
+    valid = [(s, shared) for s, shared in valid if len(shared) >= min_combos]
+    if not valid:
+        return [], []
+    tasks, shared = min(valid, key=lambda v: (-len(v[0]), -len(v[1]), v[0]))
+    return tasks, [c for c in orders[tasks[0]] if c in shared]
+
+
+def test_the_common_set_keeps_five_tasks_sharing_three_combinations_over_two_sharing_twelve():
+    # the release's situation: two tasks rank the same twelve combinations, five smaller grids share three
+    orders = {"bible": [f"x{i}" for i in range(12)], "emoji": [f"x{i}" for i in range(11, -1, -1)]}
+    orders.update({f"small{i}": ["a", "b", "c", f"own{i}"] for i in range(5)})
+    assert common_set(orders) == ([f"small{i}" for i in range(5)], ["a", "b", "c"])
+    assert rank(orders).tasks == [f"small{i}" for i in range(5)]
+
+
+def test_the_common_set_breaks_ties_by_sorted_task_names_whatever_the_order_of_orders():
+    # two pairs of tasks, each sharing three combinations: the pair whose names come first
+    orders = {"p1": list("abc"), "p2": list("cba"), "q1": list("xyzuvw"), "q2": list("zyxstr")}
+    for seed in range(4):
+        shuffled = list(orders.items())
+        random.Random(seed).shuffle(shuffled)
+        assert common_set(dict(shuffled)) == (["p1", "p2"], list("abc"))
+    # of two pairs of the same size, the one sharing more combinations, whatever their names
+    assert common_set({**orders, "z1": list("ghij"), "z2": list("jihg")}) == (["z1", "z2"], list("ghij"))
+
+
+def test_the_common_set_is_the_best_of_every_set_of_tasks():
+    rng = random.Random(7)
+    for _ in range(300):
+        pool = list("abcdefgh")[:rng.randint(3, 8)]
+        orders = {f"t{i}": rng.sample(pool, rng.randint(0, len(pool))) for i in range(rng.randint(2, 7))}
+        min_combos = rng.randint(1, 4)
+        assert common_set(orders, min_combos) == _brute_force_common_set(orders, min_combos), (orders, min_combos)
+
+
 def test_friedman_is_exact_over_every_within_task_ordering_when_they_are_few():
     positions = np.array([[1, 2, 3], [1, 3, 2], [2, 1, 3]], dtype=float)
     result = friedman(positions)
@@ -69,6 +112,15 @@ def test_friedman_at_two_tasks_and_twelve_combinations_is_close_to_the_exact_p()
     assert abs(result.p - exact) < 4 * math.sqrt(exact * (1 - exact) / RESAMPLES)
     # the χ² approximation the section used to print is far off at this n
     assert friedmanchisquare(*positions.T).pvalue == pytest.approx(0.0747, abs=5e-5)
+
+
+def test_a_monte_carlo_p_at_its_least_is_printed_as_a_bound():
+    agreeing = friedman(np.tile(np.arange(1.0, 9.0), (5, 1)))  # (8!)^5 orderings: Monte Carlo
+    assert not agreeing.exact and agreeing.p == 1 / (RESAMPLES + 1)
+    assert "p ≤ 1e-05: the ranks differ" in omnibus_text(agreeing) and "p = 1e-05" not in omnibus_text(agreeing)
+    exact = friedman(np.tile(np.arange(1.0, 4.0), (3, 1)))  # an exact p at its least is exact: 6 of 6^3 orderings
+    assert exact.exact and exact.p == pytest.approx(1 / 36)
+    assert "p = 0.028: the ranks differ" in omnibus_text(exact) and "≤" not in omnibus_text(exact)
 
 
 def test_iman_davenport_follows_its_formula_from_scipys_friedman_statistic():
