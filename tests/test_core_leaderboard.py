@@ -150,7 +150,8 @@ def test_index_says_how_to_cite_with_version_and_results_date(registry, cli_main
     index = (path.parent / "boards" / "README.md").read_text()
     newest = max(e.time for e in runner.store.read("blobs").units.values())
     assert f"*relbench {__version__}, results of {clock.strftime('%Y-%m-%d', clock.gmtime(newest))}*" in index
-    assert "*gap*: the reference minus the best score" in index and "a negative gap is how far it beats it" in index
+    assert "the reference minus the best score where higher is better, the best score minus the reference where " \
+        "lower is better" in index and "a negative gap is how far it beats it" in index
     # the citation file names the same version as the package
     cff = yaml.safe_load((Path(__file__).resolve().parents[1] / "CITATION.cff").read_text())
     assert cff["cff-version"] == "1.2.0" and cff["version"] == __version__
@@ -485,7 +486,11 @@ def test_published_numbers_stand_in_a_paper_column_with_what_differs_as_notes():
     lines = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| irp")
              or line.startswith("| procrustes")}
     # seed 0: mean of a→b 0.6 and b→a 0.9 = 0.75; seed 1: a→b 0.7 → 0.725 over seeds
-    assert "0.725" in lines["irp [1]"] and "-0.155" in lines["irp [1]"]
+    from scipy import stats
+
+    low, high = stats.t.interval(0.95, 1, loc=0.725, scale=stats.sem([0.75, 0.7]))  # over the two seeds' means
+    assert f"0.725 [{low:.3f}, {high:.3f}]" in lines["irp [1]"] and "-0.155" in lines["irp [1]"]
+    assert "Student-t interval over seeds" in text and " ± " not in text
     assert "irp · a · b [1]" in lines and "not run" in lines["procrustes [2]"]
     assert "irp" in lines and "[" not in lines["irp"].split("|")[1]  # an entry without differs has no note
     assert text.rstrip().endswith("1. encoders at 128 px\n2. 5 head epochs")
@@ -508,3 +513,16 @@ def test_a_pair_heatmap_writes_each_cell_readably_on_its_colour():
     texts = {t.get_text(): t.get_color() for t in fig.axes[0].texts}
     assert texts == {"—": "white", "0.2": "black", "0.9": "white"}
     assert [fig.axes[0].get_xlabel(), fig.axes[0].get_ylabel()] == ["target", "source"]
+
+
+def test_pages_of_tasks_the_file_no_longer_has_are_removed_whichever_version_drew_them(tmp_path):
+    from relbench.leaderboard import EARLIER_GENERATED, GENERATED, _remove_stale_pages
+
+    pages = {"kept": GENERATED, "now": GENERATED, "before": EARLIER_GENERATED[0], "mine": "notes of the user's own"}
+    for name, sentence in pages.items():
+        (tmp_path / f"{name}.md").write_text(f"# {name}\n\n{sentence}\n")
+    (tmp_path / "figures" / "before").mkdir(parents=True)
+    _remove_stale_pages(tmp_path, {"kept"})
+    assert sorted(p.stem for p in tmp_path.glob("*.md")) == ["kept", "mine"]
+    assert not (tmp_path / "figures" / "before").exists()
+    assert "relbench leaderboard" not in GENERATED  # the sentence names no command: run and publish draw pages too
