@@ -94,3 +94,24 @@ def test_every_core_grid_stitching_task_has_its_anchor_budget_curve(registry):
     budgets = {same_inputs(t): t.name for t in default.tasks if t.kind.name == "anchor-budget"}
     assert len(core) == 8
     assert {t.name: budgets.get(same_inputs(t)) is not None for t in core} == {t.name: True for t in core}
+
+
+@pytest.mark.parametrize("path", ["tasks.yaml", "tasks/paper.yaml"])
+def test_a_claim_on_a_task_of_several_selectors_names_the_one_it_stands_for(path):
+    """A claim side that names an anchored stitcher on a task whose grid has several
+    selectors would pool them, while its ``paper`` text names one anchor draw: it must
+    name its selector."""
+    from relbench.config import load_suite
+    from relbench.plugins import load_registry
+
+    unanchored = {"absolute", "non-stitched"}
+    pooled = []
+    for task in load_suite(ROOT / path, load_registry()).tasks:
+        if len(task.grid.get("selectors") or []) < 2:
+            continue
+        for claim in task.claims:
+            for side in ("better", "worse"):
+                named = claim.get(side) or {}
+                if named.get("stitcher") not in unanchored and "selector" not in named:
+                    pooled.append((task.name, claim["claim"], side))
+    assert not pooled
