@@ -117,6 +117,9 @@ def test_scale_meaning_states_the_headline():
     kind = ScaleInvariance()
     text = kind.meaning(kind.headline(scale_rows()), "higher")
     assert "relu · irp · α = 10" in text and "0.750" in text and "unscaled" in text
+    assert "the best head on IRP-translated inputs" in text  # picked among those only: raw heads may score more
+    raw = kind.meaning(kind.headline(scale_rows(irp=False)), "higher")
+    assert "the best head on raw inputs" in raw
     assert kind.meaning(None, "higher").startswith("A curve that stays flat")
 
 

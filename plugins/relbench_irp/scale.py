@@ -149,7 +149,8 @@ class ScaleInvariance(TaskKind):
         page's table computes a cell (mean within a seed, then over seeds with its 95 %
         interval), here over every target encoder's row of that activation and input; the
         reference is the same rows' ``unscaled`` accuracy, so the gap is what rescaling
-        to that α costs. None without accuracy rows."""
+        to that α costs; ``input`` names the inputs it was picked among. None without
+        accuracy rows."""
         ok = results[results["status"] == "ok"]
         acc = ok[ok["metric"] == "accuracy"]
         if acc.empty:
@@ -163,7 +164,8 @@ class ScaleInvariance(TaskKind):
         mean, std, low, high = stats[act]
         unscaled = ok[(ok["metric"] == "accuracy_unscaled") & (ok["input"] == fed) & (ok["activation"] == act)]
         return {"metric": "accuracy", "best": f"{act} · {fed} · α = {alpha:g}", "score": float(mean),
-                "std": float(std), "interval": (float(low), float(high)), "reference": float(_seed_stat(unscaled)[0])}
+                "std": float(std), "interval": (float(low), float(high)), "reference": float(_seed_stat(unscaled)[0]),
+                "input": fed}
 
     def meaning(self, headline: dict | None, direction: str) -> str:
         """The headline in the protocol's terms: accuracy at the largest α beside the same
@@ -171,8 +173,10 @@ class ScaleInvariance(TaskKind):
         if headline is None or not np.isfinite(headline["reference"]):
             return ("A curve that stays flat as α changes means the head ignores the scale of its input; one that "
                     "falls means rescaling the embeddings breaks it.")
-        return (f"At the largest α, the best head ({headline['best']}: activation · input · α; mean over target "
-                f"encoders) classifies the rescaled inputs with accuracy {fmt(headline['score'])}, against "
+        fed = "IRP-translated" if headline.get("input") == "irp" else "raw"
+        return (f"At the largest α, the best head on {fed} inputs ({headline['best']}: activation · input · α; mean "
+                f"over target encoders; the table below has every input) classifies the rescaled inputs with "
+                f"accuracy {fmt(headline['score'])}, against "
                 f"{fmt(headline['reference'])} for the same inputs unscaled, the reference: the closer the two, the "
                 f"less the head depends on the scale of its input.")
 
