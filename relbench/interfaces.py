@@ -987,7 +987,7 @@ class TaskKind(Plugin, ABC):
 
     interface: ClassVar[str] = "task_kind"
     declarations: ClassVar[tuple[str, ...]] = ("axes", "paired_on", "row_fields", "uses_encoders",
-                                               "presentation_params")
+                                               "presentation_params", "seeds_vary")
     #: the parameters that change only how pages and the index are drawn, never a row
     #: (e.g. the name of a companion task): left out of every unit's identity, so that
     #: setting or changing one recomputes nothing
@@ -1008,6 +1008,11 @@ class TaskKind(Plugin, ABC):
     #: False for protocols that train their own networks (the task's ``encoders`` may
     #: then be omitted)
     uses_encoders: ClassVar[bool] = True
+    #: for a protocol that draws no training and test samples from the data set's pool,
+    #: what its seeds vary instead (a sentence): its pages' protocol paragraph says this
+    #: in place of the sample draw, validation part and evaluation mode; empty (default):
+    #: it draws them as the task's ``protocol:`` says
+    seeds_vary: ClassVar[str] = ""
     #: True when the protocol asks for anchors with the evaluated encoder held out
     #: (``run.anchors(seed, selector, excluded)``); only such kinds accept selectors that
     #: learn from the banks (fps, PARAM), which validation enforces

@@ -157,8 +157,9 @@ def provenance(df: pd.DataFrame) -> str:
 def protocol_section(task: Task, df: pd.DataFrame) -> str:
     """The page's protocol paragraph (:func:`relbench.protocol.describe`) from the task's
     protocol and what its rows recorded: sizes and constants chosen on validation data."""
-    if "extra" not in df:
-        return describe(task.protocol, task.seeds, [], [])
+    seeds_vary = task.kind.build().seeds_vary
+    if seeds_vary or "extra" not in df:
+        return describe(task.protocol, task.seeds, [], [], seeds_vary)
     units = df.drop_duplicates("unit") if "unit" in df else df  # one record per unit, not per row
     extras = [e for e in units["extra"] if isinstance(e, dict)]
     samples = [e["samples"] for e in extras if isinstance(e.get("samples"), dict)]

@@ -113,13 +113,18 @@ def draw(protocol: EvaluationProtocol, train_labels: np.ndarray | None, n_train:
     return Draw(train[fit], train[val], test)
 
 
-def describe(protocol: EvaluationProtocol, seeds: list[int], samples: list[dict], tuned: list[tuple[str, dict]]) -> str:
+def describe(protocol: EvaluationProtocol, seeds: list[int], samples: list[dict], tuned: list[tuple[str, dict]],
+             seeds_vary: str = "") -> str:
     """The protocol paragraph of a page: sizes per seed, validation fraction, evaluation
     mode, seeds, and every constant chosen on validation data with its search space.
 
     ``samples`` are the rows' recorded sizes (``{"fit", "validation", "test"}``);
-    ``tuned`` pairs a plugin label with a row's tuning record (:mod:`relbench.tuning`).
+    ``tuned`` pairs a plugin label with a row's tuning record (:mod:`relbench.tuning`);
+    ``seeds_vary``: the kind's :attr:`~relbench.interfaces.TaskKind.seeds_vary`, said in
+    place of the sample draw, validation part and evaluation mode where the kind draws none.
     """
+    if seeds_vary:
+        return f"**Protocol.** The {len(seeds)} seeds {sorted(seeds)}: {seeds_vary}\n"
     def size(n: int | None) -> str:
         return "the whole pool" if n is None else f"{n:,}"
 

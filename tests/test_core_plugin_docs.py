@@ -232,7 +232,7 @@ def test_declarations_become_json_values():
 
     assert declarations(Kind) == {"axes": {"selectors": {"interface": "selector", "allows_none": True}},
                                   "paired_on": ["source"], "row_fields": {"flag": "bool"}, "uses_encoders": True,
-                                  "presentation_params": ["companion"]}
+                                  "presentation_params": ["companion"], "seeds_vary": ""}
     assert declarations(NumpyStyle) == {"invariances": []}
     assert package_version("relbench 0.1.0") == "0.1.0"
     assert package_version("my_method (not installed)") == "" and package_version("?") == ""

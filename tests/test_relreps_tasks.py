@@ -290,3 +290,14 @@ def test_proxy_headline_is_the_highest_pearson_r_and_names_what_it_correlates():
     assert np.isnan(headline["reference"]) and headline["interval"][0] <= 0.75 <= headline["interval"][1]
     assert PerformanceProxy().headline(rows[rows.metric != "pearson_r"]) is None
     assert PerformanceProxy().headline(rows.assign(direction="neutral")) is None  # no better direction: no best
+
+
+def test_the_word_task_s_protocol_paragraph_says_what_its_seeds_vary_not_a_sample_draw():
+    from relbench.leaderboard import protocol_section
+
+    words = make_task(WordNeighbourhoods, name="w", encoders=["a", "b"], seeds=[0, 1, 2])
+    text = protocol_section(words, pd.DataFrame({"extra": [{"words": 10}], "unit": ["u"]}))
+    assert text.startswith("**Protocol.** The 3 seeds [0, 1, 2]: each draws its own anchors")
+    assert "validation part" not in text and "decoders fit on" not in text and "inductive" not in text
+    stitching = make_task(PerformanceProxy, name="p", encoders=["a", "b"], seeds=[0, 1, 2])
+    assert "validation part" in protocol_section(stitching, pd.DataFrame({"extra": [{}], "unit": ["u"]}))

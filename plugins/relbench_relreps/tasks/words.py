@@ -55,6 +55,10 @@ class WordNeighbourhoods(TaskKind):
     columns: ClassVar[tuple[str, ...]] = ("representation", "selector", "similarity", "source", "target")
     paired_on: ClassVar[tuple[str, ...]] = ("source", "target")  # claims pair their sides on these
     axes: ClassVar[dict[str, Axis]] = {"selectors": Axis("selector"), "similarities": Axis("similarity")}
+    seeds_vary: ClassVar[str] = (
+        "each draws its own anchors from the words of the data set's pool; every seed compares the same words "
+        "(drawn once with `word_seed` from the words every table holds), nothing is trained, and no constant is "
+        "chosen. The absolute comparison has no seed (no anchors): its interval is a bootstrap over words.")
     #: 2: rows store their per-word values (page intervals)
     version: ClassVar[str] = "2"
     k: int = 10
