@@ -417,11 +417,22 @@ def seed_interval(per_seed: Sequence[float], level: float = LEVEL) -> tuple[floa
 
 
 def fmt_interval(low: float, high: float, signed: bool = False) -> str:
-    """``[low, high]`` with three decimals (``+``/``−`` signs when ``signed``); ``n/a`` when unknown."""
+    """``[low, high]`` with three decimals (``+``/``−`` signs when ``signed``); ``n/a`` when unknown.
+    Signed, an end that is not 0 but rounds to it gets the decimals (up to six) that show its
+    first digit, so that which side of 0 it lies on, the point of a signed interval, is read
+    in digits, not only in a sign on zeros."""
     if not (np.isfinite(low) and np.isfinite(high)):
         return "n/a"
-    spec = "+.3f" if signed else ".3f"
-    return f"[{low:{spec}}, {high:{spec}}]"
+    if not signed:
+        return f"[{low:.3f}, {high:.3f}]"
+    return f"[{_signed(low)}, {_signed(high)}]"
+
+
+def _signed(value: float) -> str:
+    places = 3
+    while places < 6 and value != 0 and round(value, places) == 0:
+        places += 1
+    return f"{value:+.{places}f}"
 
 
 #: how a page states Student-t intervals over seeds (:attr:`Draws.over_seeds`)

@@ -315,3 +315,12 @@ def test_seeds_only_draws_are_paired_student_t_draws():
         pytest.approx(t_interval(per_seed[:, 0] - per_seed[:, 1]), abs=2e-3)
     constant = t_draws(np.array([[0.4, np.nan], [np.nan, 0.3]]), np.array([False, True]))
     assert (constant[:, 0] == 0.4).all() and (constant[:, 1] == 0.3).all()  # one value: no spread drawn
+
+
+def test_a_signed_interval_shows_the_first_digit_of_an_end_that_rounds_to_zero():
+    from relbench.uncertainty import fmt_interval
+
+    assert fmt_interval(-0.013, -0.0004, signed=True) == "[-0.013, -0.0004]"  # was "[-0.013, -0.000]"
+    assert fmt_interval(-0.0000004, 0.02, signed=True) == "[-0.000000, +0.020]"  # beyond six places: zeros
+    assert fmt_interval(0.0, 0.5, signed=True) == "[+0.000, +0.500]"
+    assert fmt_interval(-0.0004, 0.5) == "[-0.000, 0.500]"  # unsigned intervals keep three decimals

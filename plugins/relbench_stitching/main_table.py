@@ -439,10 +439,10 @@ def section(cells_by_task: dict[str, list[dict]], companions: dict[str, dict[str
         groups.setdefault(_group(cells), {})[task] = cells
     intro = ("## Main table: zero-shot stitching\n\n"
              "Each stitching task's combinations (rows) by the task's ranking score (columns; the abbreviations "
-             "are defined under each table): the mean over seeds of the mean over stitched encoder pairs, as on the "
-             "task's page. *score±h*: h is the larger distance from the score to an end of its 95 % interval (the "
-             "page's interval, over seeds and test samples; it need not be symmetric, and the page gives both "
-             f"ends). **Bold**: the task's best; {TIE}: indistinguishable from it (the page's bold group); -: not "
-             "measured on that task (not in its grid, or no stitched pair scored).\n")
+             "are defined under each group's last table): the mean over seeds of the mean over stitched encoder "
+             "pairs, as on the task's page. *score±h*: h is the larger distance from the score to an end of its "
+             "95 % interval (the page's interval, over seeds and test samples; it need not be symmetric, and the "
+             f"page gives both ends). **Bold**: the task's best; {TIE}: indistinguishable from it (the page's bold "
+             "group); -: not measured on that task (not in its grid, or no stitched pair scored).\n")
     return "\n".join([intro, *(_group_section(GROUP_TITLES[g], tasks, short, budgets)
                               for g, tasks in groups.items())])
