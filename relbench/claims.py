@@ -13,9 +13,11 @@ good"). Every claim is judged on what both sides share:
 - **One margin per metric.** The smallest difference that counts is the claim's
   ``margin`` if given, else the one the metric plugin declares (``claim_margin``: a share
   of an F1 score is not a share of a correlation), else :data:`MARGIN`.
-- **One family.** The page's score claims form the family. Each gets a p-value for the
-  direction its interval points to (the two-sided equal-tailed value, so that a single
-  claim reduces to "the 95 % interval clears the margin"), and Holm's step-down procedure
+- **One family.** The page's score claims form the family. Each gets a p-value against
+  its bars, not against 0: twice the smaller of the one-sided p-values of "the advantage
+  lies above the claim's bar" and "it lies below minus the margin" (the equal-tailed value,
+  so that a single claim reduces to "the 95 % interval clears the bar"; the page says so,
+  as a p near 1 is no claim that the advantage is 0), and Holm's step-down procedure
   (``statsmodels``) holds the chance of any false verdict on the page at 5 %. Claims that
   count achievable cells are fixed by design, not tested.
 - **Over seeds.** With two seeds or more, a claim takes a paired t-test over seeds and
@@ -254,10 +256,13 @@ def _preamble(kind: TaskKind, family: int, papers: bool) -> str:
             "of the mean over its cells. *Superiority* holds when the advantage is shown above the margin; "
             "*non-inferiority* (\"at least as good\") holds when it is shown above minus the margin. A claim "
             "*does not hold* when the advantage is shown below minus the margin, and is *inconclusive* otherwise. "
-            f"The family is this page's {family} score claim{'s' if family != 1 else ''}: each gets a two-sided "
-            f"p-value (a paired t-test over seeds; with one seed, a bootstrap over its test samples; the line says "
-            f"which), and Holm's step-down procedure keeps the chance of any false verdict among them "
-            f"at {FAMILY_ALPHA:.0%}. Margins are per metric (the metric plugin's, unless the claim sets one). "
+            f"The family is this page's {family} score claim{'s' if family != 1 else ''}. Each is tested against "
+            f"its bars, not against 0: one one-sided test that the advantage lies above the claim's bar (the "
+            f"margin; minus the margin for non-inferiority) and one that it lies below minus the margin (a paired "
+            f"t-test over seeds; with one seed, a bootstrap over its test samples; the line says which); its p is "
+            f"twice the smaller of the two (at most 1), so a p near 1 means the advantage is shown on neither side "
+            f"of the margins, not that it is 0. Holm's step-down procedure keeps the chance of any false verdict "
+            f"among them at {FAMILY_ALPHA:.0%}. Margins are per metric (the metric plugin's, unless the claim sets one). "
             + method_note(None) + " Intervals are conditional on the encoder pairs measured (pairs are not "
             "resampled)." + (" Under a claim, *stands for* names the paper, table and setting it comes from and what "
                              "differs here; where such a claim does not hold, the line says so in the paper's words."

@@ -179,3 +179,13 @@ def test_a_failing_achievable_claim_is_said_not_to_hold_in_cells():
     assert "**does not hold**" in text
     assert "**The paper's claim does not hold here:** “irp reaches more pairs” — here its claimed-better side " \
            "reaches no more cells than the claimed-worse one." in text
+
+
+def test_a_p_near_one_is_read_as_tested_against_the_margins_not_against_zero():
+    # an advantage of +0.007 (every seed): clearly above 0, but within the margin of 0.01 on both sides
+    rows = [_row("relative", "a", "b", s, 0.707 + 0.001 * (s % 2), similarity="robust") for s in range(5)]
+    rows += [_row("relative", "a", "b", s, 0.700) for s in range(5)]
+    claim = {"claim": "robust beats cosine", "better": {"similarity": "robust"}, "worse": {"similarity": "cosine"}}
+    text = claims_section(_stitching(), pd.DataFrame(rows), [claim], {})
+    assert "**inconclusive**" in text and "p = 1" in text  # the t-test against +0.01 and -0.01, not against 0
+    assert "tested against its bars, not against 0" in text and "not that it is 0" in text
