@@ -1008,10 +1008,11 @@ class TaskKind(Plugin, ABC):
     #: False for protocols that train their own networks (the task's ``encoders`` may
     #: then be omitted)
     uses_encoders: ClassVar[bool] = True
-    #: for a protocol that draws no training and test samples from the data set's pool,
-    #: what its seeds vary instead (a sentence): its pages' protocol paragraph says this
-    #: in place of the sample draw, validation part and evaluation mode; empty (default):
-    #: it draws them as the task's ``protocol:`` says
+    #: for a protocol that does not draw its samples as the task's ``protocol:`` says (it
+    #: draws none, or its own), what its seeds vary (a sentence, which may name the kind's
+    #: parameters in braces, e.g. ``{train_samples:,}``): its pages' protocol paragraph says
+    #: this in place of the sample draw, validation part and evaluation mode; empty
+    #: (default): the kind draws its samples as the task's ``protocol:`` says
     seeds_vary: ClassVar[str] = ""
     #: True when the protocol asks for anchors with the evaluated encoder held out
     #: (``run.anchors(seed, selector, excluded)``); only such kinds accept selectors that

@@ -19,6 +19,7 @@ rows of the current tasks file's identities reach a page; nothing here recompute
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -157,7 +158,8 @@ def provenance(df: pd.DataFrame) -> str:
 def protocol_section(task: Task, df: pd.DataFrame) -> str:
     """The page's protocol paragraph (:func:`relbench.protocol.describe`) from the task's
     protocol and what its rows recorded: sizes and constants chosen on validation data."""
-    seeds_vary = task.kind.build().seeds_vary
+    kind = task.kind.build()
+    seeds_vary = kind.seeds_vary.format(**{f.name: getattr(kind, f.name) for f in dataclasses.fields(kind)})
     if seeds_vary or "extra" not in df:
         return describe(task.protocol, task.seeds, [], [], seeds_vary)
     units = df.drop_duplicates("unit") if "unit" in df else df  # one record per unit, not per row
@@ -587,7 +589,8 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
              "*best score*: with its 95 % interval where the task's page computes one (otherwise ± std over "
              "seeds); the page shows which other combinations are indistinguishable from it. Intervals: Student-t "
              "intervals of the mean over seeds (*t-interval*: n − 1 degrees of freedom for n seeds; each seed's "
-             "score, on its own test samples, is one independent draw; a bootstrap over five seeds under-covers), "
+             "score is one independent draw of what the seeds vary, as the page's protocol paragraph says; a "
+             "bootstrap over five seeds under-covers), "
              "and with one seed a bootstrap over its test samples, conditional on that seed. *reference*: the "
              "score the task's kind compares its best with (its page's **Means** line says what it is; n/a where "
              "the kind names none); *gap*: how far the best score falls short of the reference in the metric's "

@@ -128,9 +128,14 @@ def describe(protocol: EvaluationProtocol, seeds: list[int], samples: list[dict]
     def size(n: int | None) -> str:
         return "the whole pool" if n is None else f"{n:,}"
 
-    parts = [f"**Protocol.** Each of the {len(seeds)} seeds {sorted(seeds)} draws its own samples from the data "
-             f"set's pool: {size(protocol.train_size)} training and {size(protocol.test_size)} test samples "
-             f"(stratified)"]
+    if protocol.test_size is None:  # the whole test split: no seed draws its own
+        parts = [f"**Protocol.** Each of the {len(seeds)} seeds {sorted(seeds)} uses the data set's pool: "
+                 f"{size(protocol.train_size)} training samples and all its test samples, **the same test samples in "
+                 f"every seed**, so no interval on this page carries the test samples' variation"]
+    else:
+        parts = [f"**Protocol.** Each of the {len(seeds)} seeds {sorted(seeds)} draws its own samples from the data "
+                 f"set's pool: {size(protocol.train_size)} training and {size(protocol.test_size)} test samples "
+                 f"(stratified)"]
     if protocol.validation > 0:
         parts.append(f"; {protocol.validation:.0%} of the training draw is held out as a validation part on which "
                      f"open constants are chosen, the rest is what decoders fit on")

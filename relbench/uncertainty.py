@@ -437,8 +437,9 @@ def _signed(value: float) -> str:
 
 #: how a page states Student-t intervals over seeds (:attr:`Draws.over_seeds`)
 T_NOTE = (f"Intervals: {int(LEVEL * 100)} % Student-t intervals of the mean over seeds (t with n − 1 degrees of "
-          f"freedom for n seeds): each seed's score, on its own test samples, anchors and initialisations, is one "
-          f"independent draw, so the interval carries the test samples' variation as well as the seeds'; "
+          f"freedom for n seeds): each seed's score, on its test samples, anchors and initialisations, is one "
+          f"independent draw, so the interval carries the variation of whatever the seeds draw (the protocol "
+          f"paragraph says what: where every seed tests on the same samples, it is conditional on them); "
           f"differences are the t-interval of the per-seed paired differences (same seeds, same test samples). "
           f"A bootstrap over five seeds under-covers.")
 
@@ -448,7 +449,8 @@ def method_note(draws: Draws | None) -> str:
     (None: the general rule, for a preamble)."""
     if draws is None:
         return (f"Intervals: {int(LEVEL * 100)} % Student-t intervals of the mean over seeds (t with n − 1 degrees "
-                f"of freedom for n seeds; each seed's score, on its own test samples, is one independent draw), "
+                f"of freedom for n seeds; each seed's score is one independent draw of what the seeds vary, as "
+                f"the page's protocol paragraph says), "
                 f"differences the t-interval of the per-seed paired differences; with one seed, percentile "
                 f"intervals of a bootstrap over its test samples ({RESAMPLES} resamples, paired), conditional on "
                 f"that seed.")

@@ -21,6 +21,31 @@ def test_the_protocol_paragraph_states_sizes_validation_evaluation_and_chosen_co
     assert "transductive" in describe(EvaluationProtocol(evaluation="transductive", validation=0.0), [0], [], [])
 
 
+def test_a_task_testing_on_the_whole_pool_says_every_seed_tests_on_the_same_samples():
+    whole = describe(EvaluationProtocol(train_size=None, test_size=None, validation=0.2), [0, 1, 2], [], [])
+    assert "the same test samples in every seed" in whole and "draws its own samples" not in whole
+    drawn = describe(EvaluationProtocol(train_size=5000, test_size=2000, validation=0.2), [0, 1, 2], [], [])
+    assert "the same test samples" not in drawn
+
+
+def test_kinds_that_draw_their_own_samples_state_them_with_their_parameters():
+    from relbench.leaderboard import protocol_section
+    from relbench.testing import make_task
+    from relbench_irp.layers import LayerRescaling
+    from relbench_relreps.tasks.conv_reconstruction import ConvReconstruction
+    from relbench_relreps.tasks.training import RelativeTraining
+
+    frame = pd.DataFrame({"extra": [{}], "unit": ["u"]})
+    training = protocol_section(make_task(RelativeTraining, name="t", train_samples=300), frame)
+    assert "each draws its own 300 training and 2,000 test images (uniformly, not stratified)" in training
+    conv = protocol_section(make_task(ConvReconstruction, name="c"), frame)
+    assert "5,000 training and 2,000 test images" in conv and "the autoencoders train on all" in conv
+    layers = protocol_section(make_task(LayerRescaling, name="l", encoders=["a"]), frame)
+    assert "its own 1,000 training and 1,000 test texts (stratified by class)" in layers
+    for text in (training, conv, layers):
+        assert "validation part: no constant is chosen on data" in text and "20%" not in text
+
+
 def _rows():
     identity = lambda arch, seed: {"class": "m:Trained", "params": {"arch": arch, "seed": seed}, "view": "image"}
     inputs = {"encoders": {"mlp-s0": identity("mlp", 0), "mlp-s1": identity("mlp", 1), "cnn-s0": identity("cnn", 0)}}

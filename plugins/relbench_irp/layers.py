@@ -56,6 +56,10 @@ class LayerRescaling(TaskKind):
     """
 
     name: ClassVar[str] = "layer-rescaling"
+    seeds_vary: ClassVar[str] = (
+        "each draws its own {max_samples:,} training and {max_samples:,} test texts (stratified by class) and its "
+        "own anchors from the training draw; the heads train on all of its training texts for {epochs} epochs (no "
+        "validation part: no constant is chosen on data).")
     columns: ClassVar[tuple[str, ...]] = ("selector", "representation", "layer", "scale")
     paired_on: ClassVar[tuple[str, ...]] = ("selector", "layer", "scale")
     axes: ClassVar[dict[str, Axis]] = {"selectors": Axis("selector")}

@@ -80,6 +80,11 @@ class Reconstruction(TaskKind):
     """
 
     name: ClassVar[str] = "reconstruction"
+    seeds_vary: ClassVar[str] = (
+        "each draws its own {train_samples:,} training and {test_samples:,} test images (uniformly, not "
+        "stratified) and its own anchors from the training draw; the autoencoders train on all of its training "
+        "images for {epochs} epochs, one per model seed, initialised from 1000 × seed + model seed (no "
+        "validation part: no constant is chosen on data).")
     columns: ClassVar[tuple[str, ...]] = ("bottleneck", "selector", "encoder_seed", "decoder_seed")
     paired_on: ClassVar[tuple[str, ...]] = ("encoder_seed", "decoder_seed")  # claims pair their sides on these
     axes: ClassVar[dict[str, Axis]] = {"selectors": Axis("selector")}
