@@ -107,7 +107,19 @@ def test_a_relabelled_own_head_draws_the_held_out_reference_line(stored, form, t
     assert len(re.findall(r"\| [01]\.[0-9]{3} n/a", own)) == 3
     assert own == next(line for line in held_out_section(stored, "accuracy", Page(tmp_path, "again")).splitlines()
                        if line.startswith(f"| {OWN_LINE}"))
-    assert "Stitchers that need both spaces" in text and "relative" in text.split("need both spaces")[1]
+    listed = text.split("Combinations that need both spaces")[1].split("</details>")[0]
+    assert "soft-jaccard" in listed  # the combination whose regularizer reads the partner banks, by its label
+    assert all("soft-jaccard" in line for line in listed.splitlines() if "relative" in line)  # not every relative
+
+
+def test_a_headline_whose_combination_reads_both_spaces_is_not_called_zero_shot():
+    from relbench_stitching.scores import meaning
+
+    headline = {"metric": "accuracy", "score": 0.8, "best": "random · cosine · relative · soft-jaccard",
+                "reference": 0.9}
+    assert "zero-shot" in meaning({**headline, "both_spaces": False}, "higher")
+    both = meaning({**headline, "both_spaces": True}, "higher")
+    assert "zero-shot" not in both and "fitted with both encoders' spaces" in both
 
 
 @pytest.mark.parametrize("form", [lambda rows: rows, _release], ids=["new", "release"])

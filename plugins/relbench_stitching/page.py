@@ -48,7 +48,7 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False, scored:
     marks = origin_marks(df, COMBO)  # which combinations were computed here, beside a release's
     if best is not None:
         top = methods.iloc[0]
-        page.headline = {**headline_of(base, primary, top), "interval": (top["stitched_lo"], top["stitched_hi"])}
+        page.headline = {**headline_of(base, primary, top, df), "interval": (top["stitched_lo"], top["stitched_hi"])}
     lines = []
 
     def rows_for(frame: pd.DataFrame, numbered: bool) -> list[list[str]]:
@@ -88,9 +88,11 @@ def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False, scored:
         lines.append(chance)
     both = df[df["needs_both_spaces"]]
     if len(both):
-        lines.append("\n" + listing("Stitchers that need both spaces at fit time (a map estimated on parallel "
-                                     "anchors; the others fit on the decoder side alone)",
-                                     sorted(pd.unique(both["stitcher"]))) + "\n")
+        lines.append("\n" + listing("Combinations that need both spaces at fit time (a map estimated on parallel "
+                                     "anchors of both, or a regularizer trained on the other encoders' banks; the "
+                                     "others fit on the decoder side alone, zero-shot)",
+                                     sorted({combo_label(r) for _, r in both.drop_duplicates(COMBO).iterrows()}))
+                     + "\n")
     lines.append(diagnostics_section(df, methods, [m for m in metric_order(df) if m not in metrics], direction))
     if len(methods) and not math.isnan(methods["stitched"].iloc[0]):
         top = methods.iloc[0]

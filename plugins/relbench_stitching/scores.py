@@ -160,15 +160,18 @@ def headline(df: pd.DataFrame) -> dict | None:
     methods = s[~s["reference"]].dropna(subset=["stitched"])
     if not len(methods):
         return None
-    return headline_of(s, primary, ranked(methods, directions(df)[primary]).iloc[0])
+    return headline_of(s, primary, ranked(methods, directions(df)[primary]).iloc[0], df)
 
 
-def headline_of(scores: pd.DataFrame, metric: str, best: pd.Series) -> dict:
+def headline_of(scores: pd.DataFrame, metric: str, best: pd.Series, df: pd.DataFrame | None = None) -> dict:
     """The headline of combination ``best`` (a row of ``scores``, the combinations'
-    scores of ``metric``): its stitched score and the best reference's own score."""
+    scores of ``metric``): its stitched score and the best reference's own score; with
+    the :func:`prepared` rows ``df``, ``both_spaces``: whether the combination's fit reads
+    both encoders' spaces (its rows' ``needs_both_spaces``)."""
     ref = scores[scores["reference"]]["own"].max() if scores["reference"].any() else np.nan
+    both = df is not None and bool(df.loc[(df[COMBO] == best[COMBO].to_numpy()).all(axis=1), "needs_both_spaces"].any())
     return {"metric": metric, "best": combo_label(best), "score": best["stitched"], "std": best["stitched_std"],
-            "reference": ref}
+            "reference": ref, "both_spaces": both}
 
 
 def meaning(headline: dict | None, direction: str) -> str | None:
@@ -177,9 +180,12 @@ def meaning(headline: dict | None, direction: str) -> str | None:
     otherwise: the generic sentence is used)."""
     if headline is None or direction not in ("higher", "lower") or math.isnan(headline.get("reference", np.nan)):
         return None
-    return (f"A decoder fitted on one encoder and used zero-shot on another reaches {headline['metric']} "
-            f"{fmt(headline['score'])} at best (with {headline['best']}), against {fmt(headline['reference'])} for "
-            f"the reference, a decoder on its own encoder ({direction} is better).")
+    fitted = ("A decoder fitted with both encoders' spaces (the best combination's fit reads the other encoder's "
+              "embeddings: see the page's note on it) and used on the other encoder" if headline.get("both_spaces")
+              else "A decoder fitted on one encoder and used zero-shot on another")
+    return (f"{fitted} reaches {headline['metric']} {fmt(headline['score'])} at best (with {headline['best']}), "
+            f"against {fmt(headline['reference'])} for the reference, a decoder on its own encoder ({direction} is "
+            f"better).")
 
 
 def ranking(df: pd.DataFrame) -> list[str]:
