@@ -198,3 +198,20 @@ def test_translation_quality_page_reports_the_correlation_beside_the_paper(tmp_p
     line = next(x for x in page.splitlines() if x.startswith("Pearson correlation"))
     assert "over the 6 (ω, δ) cells" in line and "mean over 3 seed(s)" in line and "report 0.93" in line
     assert f"{np.mean(per_seed):.3f}" in line
+
+
+def test_figure_6_s_correlations_keep_their_interval_inside_r_s_range():
+    from relbench_irp.quality import _diagnostics_correlation
+
+    rows = []
+    for seed, noise in enumerate((0.0, 0.9, 0.0)):  # per-seed r near 1, 1 and 1 less a spread: t reaches past 1
+        for i, (omega, delta) in enumerate([(1, 0.6), (2, 0.6), (4, 0.7), (8, 0.8)]):
+            kept = 10.0 + i
+            rows += [{"seed": seed, "omega": omega, "delta": delta, "setting": "intra", "metric": "anchors_kept",
+                      "value": kept},
+                     {"seed": seed, "omega": omega, "delta": delta, "setting": "intra", "metric": "condition_number",
+                      "value": kept + noise * ((-1) ** i) * 3}]
+    text = _diagnostics_correlation(pd.DataFrame(rows))
+    low, high = (float(v) for v in text.split("[", 1)[1].split("]", 1)[0].split(", "))
+    assert -1.0 <= low <= high <= 1.0 and high == 1.0  # the t-interval passed 1 and is cut at r's range
+    assert "cut at r's range [−1, 1]" in text

@@ -3,6 +3,7 @@ right): its bottleneck's gradient and invariances, and a tiny run on scikit-lear
 through relbench.testing.TaskRunDouble."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -109,3 +110,12 @@ def test_the_experiments_claim_is_checked_on_the_non_stitched_pairs(tiny_run):
     line = claims_section(run.kind, df, [claim], {})
     assert "not detrimental: **" in line and "not measured" not in line and "non-inferiority" in line
     assert "paired on the 4 encoder_seed/decoder_seed values both sides have" in line  # 2 seeds × 2 own pairs
+
+
+def test_table_2_s_intervals_stay_inside_the_score_s_range(tmp_path):
+    # stitched weighted F1 of 0.00, 0.00 and 0.20 over three seeds: the t-interval of 6.67 reaches below 0
+    rows = [{"metric": "weighted_f1", "value": v, "status": "ok", "bottleneck": "absolute", "selector": "random",
+             "pairs": "stitched", "seed": s, "direction": "higher", "epoch": None}
+            for s, v in enumerate((0.0, 0.0, 0.2))]
+    text = RelativeTraining().page(pd.DataFrame(rows), page_of(tmp_path))
+    assert "6.67 [0.00, " in text and "cut at the score's range [0, 100]" in text

@@ -336,9 +336,11 @@ def _diagnostics_correlation(g: pd.DataFrame) -> str:
         if not per_seed:
             continue
         cells = len(rows[rows["metric"] == x].drop_duplicates(["omega", "delta"]))
+        low, high = seed_interval(per_seed)
         lines.append(f"Pearson correlation between {what} over the {cells} (ω, δ) cells ({cells_are}): "
-                     f"{fmt(float(np.mean(per_seed)))} {fmt_interval(*seed_interval(per_seed))} (mean over "
-                     f"{len(per_seed)} seed(s) of each seed's correlation [95 % t-interval over seeds]); "
+                     f"{fmt(float(np.mean(per_seed)))} {fmt_interval(max(low, -1.0), min(high, 1.0))} (mean over "
+                     f"{len(per_seed)} seed(s) of each seed's correlation [95 % t-interval over seeds, cut at r's "
+                     f"range [−1, 1]]); "
                      f"Maiorca et al. 2024 (§5, Figure 6, TREC) report {paper:g}.\n")
     return "\n".join(lines)
 

@@ -227,13 +227,14 @@ class RelativeTraining(TaskKind):
         f1 = df[df["metric"] == WeightedF1.name]
         if f1.empty:
             return "_no results yet_" + note
-        table = summary_table(f1.assign(value=f1["value"] * 100), ["bottleneck", "selector"], "pairs", digits=2)
+        table = summary_table(f1.assign(value=f1["value"] * 100), ["bottleneck", "selector"], "pairs", digits=2,
+                              bounds=(0.0, 100.0))
         paper = "\n".join(f"| {name} | {rel} | {absolute} |" for name, (rel, absolute) in PAPER.items())
         text = ("Weighted F1 × 100 (↑) of CNNs trained from scratch with an absolute or a relative bottleneck "
                 "(Moschella et al. 2023, §4.3, Table 2): non-stitched = each net's own encoder and head; stitched = "
                 "one net's encoder read by another's head, zero-shot (same task seed, hence the same anchors). "
                 f"Mean over {f1['seed'].nunique()} task seed(s) of each seed's mean over its pairs, with the 95 % "
-                "Student-t interval over seeds.\n\n" + table + note +
+                "Student-t interval over seeds, cut at the score's range [0, 100].\n\n" + table + note +
                 "\n\nThe paper's Table 2 (non-stitched; weighted F1 × 100 ± std over 6 seeds, a standard deep CNN "
                 "on the full training sets):\n\n| data set | relative | absolute |\n|---|---|---|\n" + paper +
                 "\n\nWhat differs here: a two-layer CNN trained for a few epochs on a few thousand images per seed "
