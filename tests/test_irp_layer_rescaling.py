@@ -163,3 +163,21 @@ def test_the_experiments_task_reads_minilm_as_tasks_yaml_spells_it():
     assert task.kind.name == "layer-rescaling" and kind.model == "all-MiniLM-L6-v2"
     assert task.dataset.name == "rotten-tomatoes" and kind.max_samples <= 2000
     assert max(kind.layers) <= 6  # MiniLM-L6
+
+
+def test_the_page_says_the_absolute_head_discards_a_common_factor_as_its_layer_norm_does():
+    import torch
+
+    from relbench.reference_head import ReferenceHead
+    from relbench_irp.layers import LayerRescaling
+
+    from relbench.training import fix_statistics
+
+    torch.manual_seed(0)
+    head = ReferenceHead(8, 16, 3)
+    x = torch.randn(5, 8)
+    fix_statistics(head, torch.randn(20, 8))
+    head.eval()
+    with torch.no_grad():
+        assert torch.allclose(head(x), head(10 * x), atol=1e-4)  # what the page now states
+    assert "LayerNorm" in LayerRescaling().meaning(None, "higher")

@@ -183,7 +183,10 @@ class LayerRescaling(TaskKind):
         """How to read the page."""
         return ("A cosine near 1 and an accuracy near the unscaled one mean the rescaled layer leaves that "
                 "representation unchanged; the relative form (cosines to anchors embedded by the same rescaled "
-                "model) discards any rescaling that reaches the output as one common factor.")
+                "model) discards any rescaling that reaches the output as one common factor. Both heads are the "
+                "reference head, which opens with a LayerNorm of its input: the absolute head too discards a common "
+                "factor by construction (the paper's §4.2 heads have no normalisation layer), so only the cosine "
+                "and error columns show what the rescaling does to the absolute embeddings.")
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """A heatmap of accuracy over layer × scale per representation (mean over seeds),
