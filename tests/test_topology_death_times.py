@@ -186,3 +186,12 @@ def test_a_narrower_distribution_wins_a_claim_in_the_lower_direction():
              "better": {"regularizer": "topological"}, "worse": {"regularizer": "adapter"}, "margin": 0.0}
     line = claims_section(DeathTimes(), _quantile_rows(), [claim], {}).splitlines()[-1]
     assert "(death_time_spread ↓)" in line and "advantage +0.250" in line  # 1.25 − 1.0, lower is better
+
+
+def test_the_page_says_its_beta_is_the_regularizer_s_untuned_default():
+    from relbench_topology.kind import DeathTimes
+    from relbench_topology.regularizer import Topological
+
+    text = DeathTimes().meaning(None, "higher")
+    default = Topological().beta_quantile
+    assert f"`beta_quantile` {default:g}" in text and "not tuned" in text and "β = 3–4" in text

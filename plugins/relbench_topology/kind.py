@@ -179,7 +179,11 @@ class DeathTimes(TaskKind):
         """How to read the page: densification narrows the distribution around β."""
         return ("Death times are described, not ranked: topological densification pulls each class's death times "
                 "towards its scale β, so the rows with `topological` should show quantiles closer together than "
-                "the same-budget `adapter` control and `none` (García-Castellanos et al., the poster's figure).")
+                "the same-budget `adapter` control and `none` (García-Castellanos et al., the poster's figure). "
+                "β here is the regularizer's default, not tuned: the median (`beta_quantile` 0.5) of the death "
+                "times measured in each space before training, where the stitching tasks' `topological` rows choose "
+                "the quantile on validation data (so their units differ from these); a quantile stands for the "
+                "authors' absolute β = 3–4 because death times carry each space's own units.")
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """The quantiles per (encoder, selector, similarity, space, regularizer) as the
