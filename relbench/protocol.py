@@ -162,12 +162,25 @@ def describe(protocol: EvaluationProtocol, seeds: list[int], samples: list[dict]
     if chosen:
         lines = []
         for (label, name), slot in sorted(chosen.items()):
-            counts = ", ".join(f"{v} ×{n}" for v, n in sorted(slot["counts"].items(), key=lambda kv: -kv[1]))
+            ordered = sorted(slot["counts"].items(), key=lambda kv: -kv[1])
+            counts = ", ".join(f"{v} ×{n}" for v, n in ordered)
             rel = f" ({slot['relative_to']})" if slot["relative_to"] else ""
             lines.append(f"- {label}: `{name.split('.', 1)[1]}` over {slot['space']}{rel}: chosen {counts} "
-                         f"(units)")
+                         f"(units){edge_note(slot['space'], ordered[0][0])}")
         parts.append("\n\nConstants chosen on the validation part (per encoder space and seed):\n\n" + "\n".join(lines))
     return "".join(parts) + "\n"
+
+
+def edge_note(space: Any, most_chosen: str) -> str:
+    """``; …`` when the value chosen most often is an end of a numeric search space (the
+    best value may lie beyond the grid, which a reader of the score should know); "" else."""
+    numbers = [v for v in space if isinstance(v, (int, float)) and not isinstance(v, bool)] \
+        if isinstance(space, (list, tuple)) else []
+    if len(numbers) < 2 or len(numbers) != len(space):
+        return ""
+    ends = {json_value(min(numbers)), json_value(max(numbers))}
+    return (f"; the value chosen most often, {most_chosen}, is an end of the grid, so a better one may lie "
+            f"beyond it") if most_chosen in ends else ""
 
 
 def json_value(value: Any) -> str:

@@ -46,6 +46,18 @@ def test_kinds_that_draw_their_own_samples_state_them_with_their_parameters():
         assert "validation part: no constant is chosen on data" in text and "20%" not in text
 
 
+def test_a_constant_chosen_most_often_at_an_end_of_its_grid_is_flagged():
+    def chose(value):
+        return ("similarity wip", {"parameters": {"similarity.lam": {"space": [0.1, 0.5, 0.9], "relative_to": "",
+                                                                      "chosen": value}}})
+
+    protocol = EvaluationProtocol(train_size=5000, test_size=2000, validation=0.2)
+    edge = describe(protocol, [0, 1], [], [chose(0.9), chose(0.9), chose(0.5)])
+    assert "chosen 0.9 ×2, 0.5 ×1 (units); the value chosen most often, 0.9, is an end of the grid" in edge
+    inside = describe(protocol, [0, 1], [], [chose(0.5), chose(0.5), chose(0.9)])
+    assert "an end of the grid" not in inside
+
+
 def _rows():
     identity = lambda arch, seed: {"class": "m:Trained", "params": {"arch": arch, "seed": seed}, "view": "image"}
     inputs = {"encoders": {"mlp-s0": identity("mlp", 0), "mlp-s1": identity("mlp", 1), "cnn-s0": identity("cnn", 0)}}
