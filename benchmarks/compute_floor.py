@@ -14,8 +14,8 @@ loss converges) — and divides them by the best this machine's cores can do.
 * **Work per step**: one training step of the selector exactly as the task configures
   it (its grid entry's parameters, similarity, anchors and banks of the real encoders'
   widths), its loss and gradient counted by ``torch.utils.flop_counter.FlopCounterMode``
-  (matrix products only: element-wise work and Adam's update are left out, so the count
-  is a lower bound).
+  (matrix products, and the decompositions' lower bounds of :mod:`decomposition_flops`:
+  element-wise work and Adam's update are left out, so the count is a lower bound).
 * **Steps**: every training the results release records (``param_steps`` per seed,
   held-out encoder and similarity; the steps convergence took).
 
@@ -47,7 +47,6 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from relbench.config import load_suite
 from relbench.descriptions import loaded
@@ -56,6 +55,7 @@ from relbench.plugins import load_registry
 from relbench.runner import Runner
 from relbench_param.selector import BankSpace
 
+from decomposition_flops import counter as flop_counter
 from gemm_peaks import describe, measure_peaks
 
 TARGETS = {"warm --force -j 2": 8 * 60, "cold": 20 * 60}
@@ -125,7 +125,7 @@ def count_trainings(selector, similarities: dict, num_anchors: int, widths: dict
             if key not in per_step:
                 spaces, P, idx = training_setup(selector, similarities[t.similarity].build(),
                                                 {b: widths[b] for b in banks}, int(t.rows), num_anchors)
-                with FlopCounterMode(display=False) as counter:
+                with flop_counter() as counter:
                     step(selector, spaces, P, idx)
                 step(selector, spaces, P, idx)  # warm-up
                 seconds = statistics.median(_seconds(lambda: step(selector, spaces, P, idx)) for _ in range(5))

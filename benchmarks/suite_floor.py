@@ -21,7 +21,9 @@ One run prints:
   - *heads*: every other unit's seconds, PARAM units' less their training.
 
 * **Counted FLOPs per stage** (``torch.utils.flop_counter.FlopCounterMode``: matrix
-  products and convolutions only, so every count is a lower bound on the work):
+  products and convolutions, and the matrix decompositions' lower bounds of
+  :mod:`decomposition_flops` (SVD, eigh, QR, solves, Cholesky); element-wise work is not
+  counted, so every count is a lower bound on the work):
 
   - *encoding*: FLOPs per sample of each encoder on real samples of its data (the torch
     forward: images a batch of 4, texts one at a time so no padding is counted, up to
@@ -72,8 +74,8 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
+from decomposition_flops import counter as flop_counter
 from gemm_peaks import describe, measure_peaks
 
 #: the stages of the table, in order (a training selector's stage is named by its prefix, upper-cased)
@@ -300,9 +302,9 @@ def count_encoder(task_run, spec, text_samples: int = 128) -> EncoderCount:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with FlopCounterMode(display=False) as setup_counter:
+        with flop_counter() as setup_counter:
             encoder.setup(ctx)
-        with FlopCounterMode(display=False) as counter:
+        with flop_counter() as counter:
             X = encoder.encode(items[:4], ctx)  # an engine torch cannot see shows here, cheaply
             if counter.get_total_flops() and len(items) > 4:
                 encoder.encode(items[4:], ctx)
@@ -448,7 +450,7 @@ def count_units(suite, registry, task, unit_ids: list[str], widths: dict[str, in
                 marks.append(float(counter.get_total_flops()))
 
         runner.store.append = marked
-        with FlopCounterMode(display=False) as counter:
+        with flop_counter() as counter:
             runner.compute(task_run)
         if runner.stats.failures or not marks:
             return None

@@ -164,7 +164,8 @@ def test_best_peaks_never_lower_a_peak():
 def test_encoder_count_builds_its_context_and_counts_a_real_forward(registry, write_yaml):
     """``count_encoder`` once rebuilt the runner's context with ``dataclasses.replace``,
     which raises on an ``EncoderContext``; it must count a torch encoder's matrix products
-    on the task's own samples (16 → 16 orthogonal map: 2·16·16 FLOPs a sample)."""
+    on the task's own samples (16 → 16 orthogonal map: 2·16·16 FLOPs a sample), and the QR
+    each encode call draws its map with."""
     from relbench.config import load_suite
     from relbench.runner import Runner
 
@@ -179,8 +180,37 @@ tasks:
 """)
     runner = Runner(load_suite(path, registry), registry, quiet=True)
     task_run = runner.plans()[0]
+    from decomposition_flops import qr_flops
+    from toy_plugins import Rotated
+
     spec = task_run.task.encoders[0]
+    calls = len(Rotated.calls)
     count = sf.count_encoder(task_run, spec, text_samples=8)
-    assert count.width == 16
-    assert count.flops_per_sample == 2 * 16 * 16
+    calls = len(Rotated.calls) - calls  # each encode call draws its map by a 16 x 16 QR, counted too
+    assert count.width == 16 and calls >= 1
+    assert count.flops_per_sample == pytest.approx(2 * 16 * 16 + calls * qr_flops((16, 16)) / 8)
     assert count.how.startswith("torch")
+
+
+def test_the_floor_counts_decompositions_by_their_lower_bounds():
+    import torch
+
+    from decomposition_flops import counter
+
+    A, B = torch.randn(50, 20), torch.randn(20, 3)
+    S = A.T @ A + torch.eye(20)
+    expected = {  # Golub & Van Loan's leading terms, per matrix
+        "svd": (lambda: torch.linalg.svd(A, full_matrices=False), 4 * 50 * 20 ** 2 - 4 * 20 ** 3 // 3),
+        "pinv": (lambda: torch.linalg.pinv(A), 4 * 50 * 20 ** 2 - 4 * 20 ** 3 // 3 + 2 * 50 * 20 * 20),
+        "eigh": (lambda: torch.linalg.eigh(S), 4 * 20 ** 3 // 3),
+        "qr": (lambda: torch.linalg.qr(A), 2 * 50 * 20 ** 2 - 2 * 20 ** 3 // 3),
+        "solve": (lambda: torch.linalg.solve(S, B), 2 * 20 ** 3 // 3 + 2 * 20 * 20 * 3),
+        "batched svd": (lambda: torch.linalg.svd(torch.randn(4, 50, 20)), 4 * (4 * 50 * 400 - 4 * 8000 // 3)),
+    }
+    for name, (call, flops) in expected.items():
+        with counter() as c:
+            call()
+        assert c.get_total_flops() == flops, name
+    with counter() as c:  # matrix products are still counted as torch counts them
+        A.T @ A
+    assert c.get_total_flops() == 2 * 20 * 50 * 20
