@@ -89,15 +89,10 @@ def common_set(orders: dict[str, list[str]], min_combos: int = 3) -> tuple[list[
     the most tasks: starting from every task, drop, one at a time, the task whose removal
     most enlarges what the others share (on ties, the one with the fewest combinations,
     then the last by name)."""
-    tasks = sorted(t for t, order in orders.items() if len(order) >= min_combos)
-    holders: dict[str, int] = {}  # combination → its tasks, bit i for tasks[i]
-    for i, t in enumerate(tasks):
-        for c in set(orders[t]):
-            holders[c] = holders.get(c, 0) | 1 << i
-    masks = [m for m in holders.values() if m.bit_count() >= 2]
+    tasks, masks = _shared(orders, min_combos)
     if len(masks) < min_combos:
         return [], []
-    if math.comb(len(masks), min_combos) > MAX_SUBSETS:
+    if not searched_exactly(orders, min_combos):
         chosen = _greedy(orders, tasks, min_combos)
     else:
         everyone, most, largest = (1 << len(tasks)) - 1, 2, set()
@@ -120,6 +115,24 @@ def common_set(orders: dict[str, list[str]], min_combos: int = 3) -> tuple[list[
         return [], []
     combos = set.intersection(*(set(orders[t]) for t in chosen))
     return chosen, [c for c in orders[chosen[0]] if c in combos]
+
+
+def _shared(orders: dict[str, list[str]], min_combos: int) -> tuple[list[str], list[int]]:
+    """The tasks with at least ``min_combos`` combinations, sorted by name, and per
+    combination two or more of them contain, its tasks as a bitset (bit i: ``tasks[i]``)."""
+    tasks = sorted(t for t, order in orders.items() if len(order) >= min_combos)
+    holders: dict[str, int] = {}
+    for i, t in enumerate(tasks):
+        for c in set(orders[t]):
+            holders[c] = holders.get(c, 0) | 1 << i
+    return tasks, [m for m in holders.values() if m.bit_count() >= 2]
+
+
+def searched_exactly(orders: dict[str, list[str]], min_combos: int = 3) -> bool:
+    """Whether :func:`common_set` enumerates ``orders``' subsets of combinations (at most
+    :data:`MAX_SUBSETS` of them), so that its common set has the most tasks; False: its
+    greedy search stood in."""
+    return math.comb(len(_shared(orders, min_combos)[1]), min_combos) <= MAX_SUBSETS
 
 
 @dataclass
@@ -233,6 +246,7 @@ class CrossTaskRanking:
     separable: bool
     tasks_needed: int
     apart: dict[str, int]
+    exact: bool  #: the common set was found by enumeration (:func:`searched_exactly`), not the greedy search
 
 
 def rank(orders: dict[str, list[str]]) -> CrossTaskRanking | None:
@@ -253,7 +267,7 @@ def rank(orders: dict[str, list[str]]) -> CrossTaskRanking | None:
     apart = {c: n for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c not in combos}
     return CrossTaskRanking(tasks, mean_ranks, friedman(positions.to_numpy()), pairwise,
                             letters(list(mean_ranks.index), pairwise), separable(len(tasks), len(combos)),
-                            tasks_needed(len(combos)), apart)
+                            tasks_needed(len(combos)), apart, searched_exactly(orders))
 
 
 def diagram(result: CrossTaskRanking):
@@ -321,7 +335,10 @@ def section(result: CrossTaskRanking | None, link: str | None) -> str:
     text = (f"\n## Methods across tasks\n\nCompared on the **common set** of {len(result.tasks)} tasks where all "
             f"{len(result.mean_ranks)} combinations below were measured ({', '.join(result.tasks)}): mean rank "
             f"within each task (1 = best). The pages give each task's ordering of combinations, not their scores, "
-            f"so every test works on positions within a task.\n\n{omnibus_text(result.friedman)}\n\n"
+            f"so every test works on positions within a task."
+            + ("" if result.exact else f" The common set was found by a greedy search (more than {MAX_SUBSETS:,} "
+               f"subsets of combinations to enumerate), so more tasks may share three combinations.")
+            + f"\n\n{omnibus_text(result.friedman)}\n\n"
             f"{pairwise_text(result)}\n\n"
             + tabulate(rows, headers=["combination", "mean rank", "group"], tablefmt="pipe",
                        disable_numparse=True) + "\n")

@@ -19,7 +19,6 @@ rows of the current tasks file's identities reach a page; nothing here recompute
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import math
 import os
@@ -159,7 +158,7 @@ def protocol_section(task: Task, df: pd.DataFrame) -> str:
     """The page's protocol paragraph (:func:`relbench.protocol.describe`) from the task's
     protocol and what its rows recorded: sizes and constants chosen on validation data."""
     kind = task.kind.build()
-    seeds_vary = kind.seeds_vary.format(**{f.name: getattr(kind, f.name) for f in dataclasses.fields(kind)})
+    seeds_vary = kind.seeds_vary.format(**kind.params()) if kind.seeds_vary else ""
     if seeds_vary or "extra" not in df:
         return describe(task.protocol, task.seeds, [], [], seeds_vary)
     units = df.drop_duplicates("unit") if "unit" in df else df  # one record per unit, not per row

@@ -129,9 +129,12 @@ def describe(protocol: EvaluationProtocol, seeds: list[int], samples: list[dict]
         return "the whole pool" if n is None else f"{n:,}"
 
     if protocol.test_size is None:  # the whole test split: no seed draws its own
-        parts = [f"**Protocol.** Each of the {len(seeds)} seeds {sorted(seeds)} uses the data set's pool: "
-                 f"{size(protocol.train_size)} training samples and all its test samples, **the same test samples in "
-                 f"every seed**, so no interval on this page carries the test samples' variation"]
+        training = "all its training samples" if protocol.train_size is None else \
+            f"{protocol.train_size:,} training samples of its own"
+        carried = ("so an interval over seeds does not carry the test samples' variation (it is conditional on "
+                   "them)" if len(seeds) > 1 else "so the interval, a bootstrap over them, is conditional on the seed")
+        parts = [f"**Protocol.** Each of the {len(seeds)} seeds {sorted(seeds)} uses the data set's pool: {training} "
+                 f"and all its test samples, **the same test samples in every seed**, {carried}"]
     else:
         parts = [f"**Protocol.** Each of the {len(seeds)} seeds {sorted(seeds)} draws its own samples from the data "
                  f"set's pool: {size(protocol.train_size)} training and {size(protocol.test_size)} test samples "
@@ -145,9 +148,11 @@ def describe(protocol: EvaluationProtocol, seeds: list[int], samples: list[dict]
     if sizes:
         parts.append(" — measured per unit: " + "; ".join(f"fit {f:,}, validation {v:,}, test {t:,}"
                                                           for f, v, t in sizes))
-    parts.append(". Every seed draws from the same pool, so the seeds' samples overlap: seeds vary the draw, the "
-                 "anchors and the initialisations, not the data source, and the intervals on this page are "
-                 "conditional on that pool (and on the task's encoders: encoder pairs are not resampled)")
+    varied = "the validation part, the anchors and the initialisations" if protocol.test_size is None else \
+        "the draw, the anchors and the initialisations"
+    parts.append(f". Every seed draws from the same pool, so the seeds' samples overlap: seeds vary {varied}, not "
+                 f"the data source, and the intervals on this page are conditional on that pool (and on the task's "
+                 f"encoders: encoder pairs are not resampled)")
     parts.append(f". Evaluation is **{protocol.evaluation}**"
                  + (": a prediction never depends on other test samples (heads normalise with statistics fixed on "
                     "their training data)." if protocol.evaluation == "inductive" else
@@ -165,22 +170,29 @@ def describe(protocol: EvaluationProtocol, seeds: list[int], samples: list[dict]
             ordered = sorted(slot["counts"].items(), key=lambda kv: -kv[1])
             counts = ", ".join(f"{v} ×{n}" for v, n in ordered)
             rel = f" ({slot['relative_to']})" if slot["relative_to"] else ""
+            most = [v for v, n in ordered if n == ordered[0][1]]
             lines.append(f"- {label}: `{name.split('.', 1)[1]}` over {slot['space']}{rel}: chosen {counts} "
-                         f"(units){edge_note(slot['space'], ordered[0][0])}")
+                         f"(units){edge_note(slot['space'], most)}")
         parts.append("\n\nConstants chosen on the validation part (per encoder space and seed):\n\n" + "\n".join(lines))
     return "".join(parts) + "\n"
 
 
-def edge_note(space: Any, most_chosen: str) -> str:
-    """``; …`` when the value chosen most often is an end of a numeric search space (the
-    best value may lie beyond the grid, which a reader of the score should know); "" else."""
+def edge_note(space: Any, most_chosen: list[str]) -> str:
+    """``; …`` when every value chosen most often (``most_chosen``, as shown: one, or those
+    tied) is an end of a numeric search space (the best value may lie beyond the grid,
+    which a reader of the score should know); "" else."""
     numbers = [v for v in space if isinstance(v, (int, float)) and not isinstance(v, bool)] \
         if isinstance(space, (list, tuple)) else []
-    if len(numbers) < 2 or len(numbers) != len(space):
+    if len(numbers) < 2 or len(numbers) != len(space) or not most_chosen:
         return ""
     ends = {json_value(min(numbers)), json_value(max(numbers))}
-    return (f"; the value chosen most often, {most_chosen}, is an end of the grid, so a better one may lie "
-            f"beyond it") if most_chosen in ends else ""
+    if not set(most_chosen) <= ends:
+        return ""
+    if len(most_chosen) == 1:
+        return (f"; the value chosen most often, {most_chosen[0]}, is an end of the grid, so a better one may lie "
+                f"beyond it")
+    return (f"; the values chosen most often, {' and '.join(most_chosen)}, are ends of the grid, so a better one may "
+            f"lie beyond them")
 
 
 def json_value(value: Any) -> str:

@@ -429,6 +429,7 @@ def fmt_interval(low: float, high: float, signed: bool = False) -> str:
 
 
 def _signed(value: float) -> str:
+    value += 0.0  # -0.0 (a negated 0) is 0, not below it
     places = 3
     while places < 6 and value != 0 and round(value, places) == 0:
         places += 1

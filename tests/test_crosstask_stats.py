@@ -83,6 +83,17 @@ def test_the_common_set_breaks_ties_by_sorted_task_names_whatever_the_order_of_o
     assert common_set({**orders, "z1": list("ghij"), "z2": list("jihg")}) == (["z1", "z2"], list("ghij"))
 
 
+def test_beyond_its_enumeration_bound_the_greedy_search_stands_in_and_the_section_says_so(monkeypatch):
+    from relbench import crosstask
+
+    orders = {"bible": [f"x{i}" for i in range(12)], "emoji": [f"x{i}" for i in range(11, -1, -1)]}
+    orders.update({f"small{i}": ["a", "b", "c", f"own{i}"] for i in range(5)})
+    assert crosstask.searched_exactly(orders) and "greedy" not in section(rank(orders), None)
+    monkeypatch.setattr(crosstask, "MAX_SUBSETS", 0)
+    assert not crosstask.searched_exactly(orders)
+    assert common_set(orders) == (["bible", "emoji"], [f"x{i}" for i in range(12)])  # the greedy's weaker set
+    assert "found by a greedy search" in section(rank(orders), None)
+
 def test_the_common_set_is_the_best_of_every_set_of_tasks():
     rng = random.Random(7)
     for _ in range(300):

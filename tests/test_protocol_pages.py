@@ -56,6 +56,10 @@ def test_a_constant_chosen_most_often_at_an_end_of_its_grid_is_flagged():
     assert "chosen 0.9 ×2, 0.5 ×1 (units); the value chosen most often, 0.9, is an end of the grid" in edge
     inside = describe(protocol, [0, 1], [], [chose(0.5), chose(0.5), chose(0.9)])
     assert "an end of the grid" not in inside
+    tied = describe(protocol, [0, 1], [], [chose(0.9), chose(0.5)])  # a tie with a value inside: no flag
+    assert "an end of the grid" not in tied
+    ends = describe(protocol, [0, 1], [], [chose(0.9), chose(0.1)])
+    assert "the values chosen most often, 0.9 and 0.1, are ends of the grid" in ends
 
 
 def _rows():
@@ -80,3 +84,17 @@ def test_pairs_that_differ_only_in_the_encoder_seed_are_reported_apart(tmp_path)
     # the page computes the kinds from the full rows (the stored inputs), before narrowing them
     page = stitching_page(df.assign(direction="higher", extra=[{}] * 4, error=None), Page(tmp_path, "t"))
     assert "### Cross-seed and cross-architecture pairs" in page
+
+
+def test_every_installed_kind_s_seeds_vary_formats_with_its_default_parameters():
+    from relbench.plugins import load_registry
+
+    registry = load_registry()
+    stated = 0
+    for name in registry.names("task_kind"):
+        kind = registry.get("task_kind", name)()
+        if kind.seeds_vary:
+            text = kind.seeds_vary.format(**kind.params())
+            assert "{" not in text and text.endswith("."), name
+            stated += 1
+    assert stated >= 4  # words, layer rescaling, relative training, (conv) reconstruction

@@ -16,8 +16,8 @@ from relbench.pages import Page
 from relbench.testing import make_task
 from relbench_spacesim.kind import SpaceSimilarity
 from relbench_spacesim.prediction import (OWN, SAME, centred_ranks, cluster_draws, family, family_level,
-                                          measure_cells, paired_difference, pair_frame, pooled, rank_correlation, section,
-                                          stratum_rhos, summary_lines)
+                                          measure_cells, paired_difference, pair_frame, pooled, rank_correlation,
+                                          section, stratum_rhos, summary_lines)
 from relbench_stitching import Stitching
 
 ENCODERS = ["a0", "a1", "b0", "b1"]
@@ -286,4 +286,15 @@ def test_the_paired_comparisons_with_the_controls_are_one_family_at_bonferroni_s
     pairs = pd.DataFrame(rows)
     draws = cluster_draws(pairs, resamples=999)
     wide, narrow = (paired_difference(pairs, draws, "cka", OWN, level) for level in (0.975, 0.95))
-    assert wide["low"] <= narrow["low"] and wide["high"] >= narrow["high"]  # the family's intervals are wider
+    assert wide["low"] < narrow["low"] and wide["high"] > narrow["high"]  # the family's intervals are wider
+    text = section({"task0": own_cells(0), "task1": own_cells(1)},
+                   {"task0": {"st0": companion(0)}, "task1": {"st1": companion(1, methods=("relative",))}})
+    assert "with its 97.5 % interval (the family: the best measure against each of the 2 controls" in text
+
+
+def test_both_directions_of_an_encoder_pair_are_drawn_together():
+    rows = [{"task": "t", "method": "m", "predictor": "cka", "control": False, "source": s, "target": t, "x": 0.0,
+             "y": 0.0} for s in "abc" for t in "abc" if s != t]
+    columns, weights = cluster_draws(pd.DataFrame(rows), resamples=50)["t"]
+    assert weights.shape == (51, 3)  # three unordered pairs, not six ordered ones
+    assert all(columns[(s, t)] == columns[(t, s)] for s, t in columns)

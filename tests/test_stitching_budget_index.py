@@ -212,3 +212,4 @@ def test_peak_follows_the_metric_s_direction_and_the_95_percent_rule():
     assert peak(cell([[8, 0.10], [16, 0.20]], "lower")) == (8, 0.10)  # an error falling is better
     assert peak(cell([[8, 0.20], [16, 0.10]], "lower")) is None
     assert peak({"score": 0.5, "direction": "higher", "curve": []}) is None
+    assert peak(cell([[8, -0.6], [16, -0.5]])) is None  # best at the full budget, whatever the sign

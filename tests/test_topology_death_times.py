@@ -194,4 +194,4 @@ def test_the_page_says_its_beta_is_the_regularizer_s_untuned_default():
 
     text = DeathTimes().meaning(None, "higher")
     default = Topological().beta_quantile
-    assert f"`beta_quantile` {default:g}" in text and "not tuned" in text and "β = 3–4" in text
+    assert f"(default {default:g}, the median)" in text and "not tuned" in text and "β = 3–4" in text

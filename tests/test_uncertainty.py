@@ -323,4 +323,5 @@ def test_a_signed_interval_shows_the_first_digit_of_an_end_that_rounds_to_zero()
     assert fmt_interval(-0.013, -0.0004, signed=True) == "[-0.013, -0.0004]"  # was "[-0.013, -0.000]"
     assert fmt_interval(-0.0000004, 0.02, signed=True) == "[-0.000000, +0.020]"  # beyond six places: zeros
     assert fmt_interval(0.0, 0.5, signed=True) == "[+0.000, +0.500]"
+    assert fmt_interval(-0.0, 0.5, signed=True) == "[+0.000, +0.500]"  # a negated 0 is not below 0
     assert fmt_interval(-0.0004, 0.5) == "[-0.000, 0.500]"  # unsigned intervals keep three decimals

@@ -81,7 +81,8 @@ class ScaleInvariance(TaskKind):
 
     def __post_init__(self) -> None:
         if not self.alphas or any(a <= 0 for a in self.alphas):
-            raise ValueError(f"scale-invariance: alphas must be a non-empty list of positive numbers, got {self.alphas}")
+            raise ValueError(f"scale-invariance: alphas must be a non-empty list of positive numbers, got "
+                             f"{self.alphas}")
         bad = [a for a in self.activations if a not in ACTIVATIONS]
         if bad or not self.activations:
             raise ValueError(f"scale-invariance: activations must be among {list(ACTIVATIONS)}, got {self.activations}")
@@ -174,8 +175,8 @@ class ScaleInvariance(TaskKind):
             return ("A curve that stays flat as α changes means the head ignores the scale of its input; one that "
                     "falls means rescaling the embeddings breaks it.")
         fed = "IRP-translated" if headline.get("input") == "irp" else "raw"
-        return (f"At the largest α, the best head on {fed} inputs ({headline['best']}: activation · input · α; mean "
-                f"over target encoders; the table below has every input) classifies the rescaled inputs with "
+        return (f"At the largest α, the best head on {fed} inputs ({headline['best']}: activation · input · α; "
+                f"mean over target encoders; the table below has every input) classifies the rescaled inputs with "
                 f"accuracy {fmt(headline['score'])}, against "
                 f"{fmt(headline['reference'])} for the same inputs unscaled, the reference: the closer the two, the "
                 f"less the head depends on the scale of its input.")

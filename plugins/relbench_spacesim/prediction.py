@@ -13,9 +13,10 @@ measure paired.
   method) is the pair-weighted mean of the strata's ρ, which is the Pearson
   correlation of within-stratum standardised ranks: pairs are only ever ranked against
   pairs of their own stratum.
-* Intervals come from a cluster bootstrap (:func:`cluster_draws`): the unit is an ordered
-  encoder pair of a task, the strata are the tasks. Each resample draws every task's
-  ordered pairs with replacement, once, and applies that draw to every method and
+* Intervals come from a cluster bootstrap (:func:`cluster_draws`): the unit is an
+  encoder pair of a task, both directions together (they share the two encoders, and a
+  symmetric measure gives them one value), the strata are the tasks. Each resample draws
+  every task's pairs with replacement, once, and applies that draw to every method and
   predictor of the task, since all of them share the task's encoder pairs and predictor
   values; a method that lacks a drawn pair lacks it in the resample too. A resampled
   stratum's ρ is Spearman's ρ of the sample holding each pair as often as it was drawn
@@ -140,17 +141,21 @@ def _by_method(matrix: list[dict], axes: Sequence[str]) -> dict[str, list[dict]]
 
 def cluster_draws(pairs: pd.DataFrame, resamples: int = RESAMPLES, seed: int = 0) -> dict[str, tuple[dict, np.ndarray]]:
     """The cluster bootstrap's draws, per task of ``pairs``: its ordered encoder pairs
-    (``(source, target)`` → column) and their weights (1 + ``resamples``) × pairs: row 0
-    holds every pair once (the data), each further row how many times one resample drew
-    each pair (as many draws, with replacement, as the task has pairs). Every method and
-    predictor of a task is resampled with the same rows; tasks are drawn independently."""
+    (``(source, target)`` → column, both directions of a pair one column) and the columns'
+    weights, (1 + ``resamples``) × unordered pairs: row 0 holds every pair once (the data),
+    each further row how many times one resample drew each pair (as many draws, with
+    replacement, as the task has unordered pairs; a drawn pair brings both its directions).
+    Every method and predictor of a task is resampled with the same rows; tasks are drawn
+    independently."""
     rng = np.random.default_rng(seed)
     draws = {}
     for task, group in pairs.groupby("task", sort=False):
-        units = list(dict.fromkeys(zip(group["source"], group["target"])))
+        ordered = list(dict.fromkeys(zip(group["source"], group["target"])))
+        units = list(dict.fromkeys(tuple(sorted(pair)) for pair in ordered))
+        column = {unit: i for i, unit in enumerate(units)}
         n = len(units)
         weights = np.vstack([np.ones((1, n)), rng.multinomial(n, np.full(n, 1.0 / n), size=resamples)])
-        draws[task] = ({unit: i for i, unit in enumerate(units)}, weights)
+        draws[task] = ({pair: column[tuple(sorted(pair))] for pair in ordered}, weights)
     return draws
 
 
@@ -293,7 +298,8 @@ def section(cells_by_task: dict[str, list[dict]], companions: dict[str, dict[str
             f"similar pairs stitch better (a distance and a lower-is-better metric are negated first). Pooled ρ: the "
             f"pair-weighted mean of the ρ within each task and method (of at least 3 encoder pairs). Intervals: "
             f"{int(LEVEL * 100)} % percentile intervals of a cluster bootstrap ({RESAMPLES} resamples) that draws "
-            f"each task's ordered encoder pairs with replacement, once per resample and task, and applies that draw "
+            f"each task's encoder pairs (both directions of a pair together) with replacement, once per resample and "
+            f"task, and applies that draw "
             f"to every method and predictor of the task (they all share its encoder pairs and predictor values, so "
             f"a task's methods are not independent evidence); tasks are drawn independently. The best measure is "
             f"compared with each control paired: Δρ = ρ(measure) − ρ(control) on the tasks, methods and encoder "

@@ -112,6 +112,8 @@ def peak(cell: dict) -> tuple[int, float] | None:
         return None
     higher = cell.get("direction") != "lower"
     budget, best = max(points, key=lambda p: (p[1] if higher else -p[1], -p[0]))  # best score, fewest anchors
+    if budget == max(b for b, _ in points):  # the curve is best at the full budget: nothing fell
+        return None
     full = cell["score"]
     return (budget, best) if (full < FRACTION * best if higher else full > best / FRACTION) else None
 

@@ -180,9 +180,10 @@ class DeathTimes(TaskKind):
         return ("Death times are described, not ranked: topological densification pulls each class's death times "
                 "towards its scale β, so the rows with `topological` should show quantiles closer together than "
                 "the same-budget `adapter` control and `none` (García-Castellanos et al., the poster's figure). "
-                "β here is the regularizer's default, not tuned: the median (`beta_quantile` 0.5) of the death "
-                "times measured in each space before training, where the stitching tasks' `topological` rows choose "
-                "the quantile on validation data (so their units differ from these); a quantile stands for the "
+                "β here is not tuned: the `beta_quantile` quantile of the death times measured in each space before "
+                "training, as the tasks file sets it (default 0.5, the median), where the stitching tasks' "
+                "`topological` rows choose the quantile on validation data (so their units differ from these); a "
+                "quantile stands for the "
                 "authors' absolute β = 3–4 because death times carry each space's own units.")
 
     def page(self, results: pd.DataFrame, page: Page) -> str:

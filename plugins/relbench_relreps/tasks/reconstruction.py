@@ -49,10 +49,10 @@ class Reconstruction(TaskKind):
     and of the model whose decoder are composed (stitched when they differ). Rows:
     ``mse`` (lower is better) per such pair. The page reports, per bottleneck and
     selector, the non-stitched and stitched MSE as a mean over task seeds with its
-    interval (each seed: the mean over its pairs). The training and test images are one fixed seeded
-    subset shared by all seeds. A PNG per bottleneck (original, non-stitched and
-    stitched reconstructions of the first task seed and selector) is written next to
-    the leaderboard.
+    interval (each seed: the mean over its pairs). Each task seed draws its own training
+    and test images (uniformly) and its own anchors from the whole training split. A PNG
+    per bottleneck (original, non-stitched and stitched reconstructions of the first task
+    seed and selector) is written next to the leaderboard.
 
     Parameters
     ----------
@@ -72,9 +72,9 @@ class Reconstruction(TaskKind):
     batch_size : int, default 64
         Training batch size (ours).
     train_samples : int, default 5000
-        Training images used (a fixed seeded subset; ours).
+        Training images each task seed draws (ours).
     test_samples : int, default 1000
-        Test images scored (a fixed seeded subset; ours).
+        Test images each task seed draws and scores (ours).
     figure_samples : int, default 8
         Columns of the reconstruction figures.
     """
@@ -82,7 +82,7 @@ class Reconstruction(TaskKind):
     name: ClassVar[str] = "reconstruction"
     seeds_vary: ClassVar[str] = (
         "each draws its own {train_samples:,} training and {test_samples:,} test images (uniformly, not "
-        "stratified) and its own anchors from the training draw; the autoencoders train on all of its training "
+        "stratified) and its own anchors from the whole training split; the autoencoders train on all of its training "
         "images for {epochs} epochs, one per model seed, initialised from 1000 × seed + model seed (no "
         "validation part: no constant is chosen on data).")
     columns: ClassVar[tuple[str, ...]] = ("bottleneck", "selector", "encoder_seed", "decoder_seed")

@@ -90,7 +90,7 @@ class RelativeTraining(TaskKind):
     name: ClassVar[str] = "relative-training"
     seeds_vary: ClassVar[str] = (
         "each draws its own {train_samples:,} training and {test_samples:,} test images (uniformly, not "
-        "stratified) and its own anchors from the training draw; the networks train on all of its training "
+        "stratified) and its own anchors from the whole training split; the networks train on all of its training "
         "images for {epochs} epochs, one per model seed, initialised from 1000 × seed + model seed (no "
         "validation part: no constant is chosen on data).")
     columns: ClassVar[tuple[str, ...]] = ("bottleneck", "selector", "encoder_seed", "decoder_seed", "pairs", "epoch")
