@@ -41,6 +41,9 @@ def test_translation_headline_is_the_validation_chosen_cell_against_intra_space(
     assert h["std"] == pytest.approx(np.std([0.65, 0.66], ddof=1))
     assert h["interval"][0] <= h["score"] <= h["interval"][1]
     assert h["reference"] == pytest.approx(0.855)  # intra-space at the same cell: a space into itself
+    assert h["edges"] == ["ω", "δ"]  # ω = 2 and δ = 0.5 end the grids (1, 2) and (0.5, 0.8)
+    assert "The chosen ω and δ are ends of the grid swept" in TranslationQuality().meaning(h, "higher")
+    assert "grid swept" not in TranslationQuality().meaning({**h, "edges": []}, "higher")
 
 
 def test_translation_headline_matches_the_page_table(tmp_path):

@@ -200,7 +200,9 @@ class TranslationQuality(TaskKind):
         shows it (mean over seeds, 95 % t-interval over seeds), and as reference the
         intra-space cosine at the same cell: a space translated into itself. A task with one
         encoder has no inter-space setting: its score is the intra-space one, without
-        reference. None without validation rows (the page then chooses no cell either)."""
+        reference; ``edges``: the parameters (ω, δ) whose chosen value is an end of the
+        grid swept, where a better cell may lie beyond it. None without validation rows (the
+        page then chooses no cell either)."""
         d = _prepared(results)
         marks = directions(d)
         choices = [(selector, cell) for selector, g in d.groupby("selector", sort=False)
@@ -214,9 +216,13 @@ class TranslationQuality(TaskKind):
         stats = _seed_stats(at, ["setting"]).set_index("setting")
         score = stats.loc["inter"] if "inter" in stats.index else stats.loc["intra"]
         reference = stats.loc["intra", "mean"] if "inter" in stats.index and "intra" in stats.index else np.nan
+        grid = d[d["selector"] == selector]
+        edges = [name for name, column in (("ω", "omega"), ("δ", "delta"))
+                 if cell[column] in (grid[column].min(), grid[column].max())]
         return {"metric": METRICS[0], "best": f"{selector} · ω = {int(cell['omega'])} · δ = {cell['delta']:g}",
                 "score": float(score["mean"]), "std": float(score["std"]),
-                "interval": (float(score["low"]), float(score["high"])), "reference": float(reference)}
+                "interval": (float(score["low"]), float(score["high"])), "reference": float(reference),
+                "edges": edges}
 
     def claim_rows(self, results: pd.DataFrame) -> pd.DataFrame:
         """What a claim compares (Maiorca et al. Table 1: a translated space against the
@@ -247,10 +253,13 @@ class TranslationQuality(TaskKind):
         if headline is None or not np.isfinite(headline["reference"]):
             return ("A reconstruction cosine near 1 means IRP translates one space into another almost exactly at "
                     "that ω and δ; the condition number says how stable the translation is (lower: more stable).")
+        edges = headline.get("edges") or []
+        beyond = (f" The chosen {' and '.join(edges)} {'is an end' if len(edges) == 1 else 'are ends'} of the grid "
+                  f"swept, so a better cell may lie beyond it.") if edges else ""
         return (f"Translated by IRP into another encoder's space ({headline['best']}, chosen on the validation "
                 f"part), test embeddings reach a mean cosine of {fmt(headline['score'])} with the target's own "
                 f"embeddings of the same samples, against {fmt(headline['reference'])} for a space translated into "
-                f"itself, the reference ({direction} is better).")
+                f"itself, the reference ({direction} is better).{beyond}")
 
     def page(self, results: pd.DataFrame, page: Page) -> str:
         """Heatmaps (Figure 3 style) and ω × δ tables per selector, from the rows alone."""
