@@ -151,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
                                          "meaning.")
     plugins.add_argument("name", nargs="?", help="a plugin name (or interface:name) to show in full")
     plugins.add_argument("--interface", help="only this interface (dataset, encoder, selector, similarity, stitcher, "
-                                             "regularizer, metric, task_kind)")
+                                             "regularizer, metric, space_measure, task_kind)")
     plugins.add_argument("--json", action="store_true", help="print JSON (for scripts)")
 
     lb = sub.add_parser("leaderboard", help="rebuild leaderboards from stored results (no computation)",

@@ -441,7 +441,8 @@ def section(cells_by_task: dict[str, list[dict]], companions: dict[str, dict[str
              "Each stitching task's combinations (rows) by the task's ranking score (columns; the abbreviations "
              "are defined under each group's last table): the mean over seeds of the mean over stitched encoder "
              "pairs, as on the task's page. *score±h*: h is the larger distance from the score to an end of its "
-             "95 % interval (the page's interval, over seeds and test samples; it need not be symmetric, and the "
+             "95 % interval (the page's: Student-t over seeds, each seed's score on its own test samples where the "
+             "protocol draws them; it need not be symmetric, and the "
              f"page gives both ends). **Bold**: the task's best; {TIE}: indistinguishable from it (the page's bold "
              "group); -: not measured on that task (not in its grid, or no stitched pair scored).\n")
     return "\n".join([intro, *(_group_section(GROUP_TITLES[g], tasks, short, budgets)
