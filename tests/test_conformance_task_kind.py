@@ -16,6 +16,7 @@ import torch
 from sklearn.datasets import load_digits
 
 from relbench.interfaces import Bank, DatasetData, ResultRow, Split, TaskKind
+from relbench.protocol import EvaluationProtocol
 from relbench.testing import check_task_kind, spec
 from test_core_sharing import _banks as blob_banks  # encoders a and b (a rotation of a), 4 classes in 12 dims
 
@@ -83,7 +84,8 @@ def cases(registry) -> dict[str, tuple]:
         "embedding-norms": (blob_banks(), CLASSES, dict(seeds=[0, 1], bins=5)),
         "space-similarity": (blob_banks(), CLASSES, dict(seeds=[0, 1], max_samples=30, grid={"measures": [
             spec(registry.get("space_measure", name)) for name in ("linear-cka", "cknna", "procrustes-distance")]})),
-        "symmetry": (blob_banks(), CLASSES, dict(common, epochs=1, iterations=2, max_samples=60)),
+        "symmetry": (blob_banks(), CLASSES, dict(common, epochs=1, iterations=2, max_samples=60,
+                                                 protocol=EvaluationProtocol(validation=0.2))),
         "death-times": (blob_banks(), CLASSES, dict(
             common, grid={**similarities, "regularizers": [None, spec(registry.get("regularizer", "topological"))]},
             epochs=1, group_size=4, bins=5)),

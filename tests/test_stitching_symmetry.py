@@ -15,10 +15,10 @@ import scipy.linalg
 import torch
 
 from relbench.api import Page, TaskRunDouble, make_task, spec
+from relbench.protocol import EvaluationProtocol
 from relbench_relreps.selectors import RandomAnchors
 from relbench_stitching.groups import (GROUPS, fit_groups, matched_dimensions, orthogonal_diagonal_fit,
-                                       permutation_diagonal_fit, relative_residual, scaled_orthogonal_fit,
-                                       standardised_correlation)
+                                       permutation_diagonal_fit, relative_residual, scaled_orthogonal_fit)
 from relbench_stitching.symmetry import Symmetry, smallest_group
 from test_conformance_task_kind import CLASSES
 from test_core_sharing import _banks as blob_banks  # encoders a and b (a rotation of a), 4 classes in 12 dims
@@ -154,24 +154,34 @@ def test_the_scaled_procrustes_is_scipys_rotation_with_the_closed_form_scale():
 
 
 @pytest.mark.parametrize("widths", [(2, 2), (3, 3), (4, 4), (5, 5), (3, 5), (5, 4)])
-def test_the_dimension_assignment_is_the_brute_force_optimum(widths):
+def test_the_permutation_fit_is_the_least_squares_optimum_over_every_assignment(widths):
+    # targets of unequal variances: the largest absolute correlations are not the least-squares matching
     g = _generator(sum(widths))
-    Xc, Yc = (A - A.mean(dim=0) for A in (_gaussian(25, widths[0], g), _gaussian(25, widths[1], g)))
-    score = standardised_correlation(Xc, Yc).abs()
-    n = min(widths)
-    rows, cols = matched_dimensions(Xc, Yc)
-    best = max(((r, c) for r in itertools.combinations(range(widths[0]), n)
-                for c in itertools.permutations(range(widths[1]), n)),
-               key=lambda rc: float(score[list(rc[0]), list(rc[1])].sum()))
-    assert sorted(zip(rows, cols)) == sorted(zip(*best))
-
-
-def test_the_correlation_matches_numpys():
-    g = _generator(2)
-    X, Y = _gaussian(20, 3, g), _gaussian(20, 4, g)
+    X = _gaussian(25, widths[0], g)
+    Y = _gaussian(25, widths[1], g) * torch.linspace(0.2, 3.0, widths[1], dtype=torch.float64)
     Xc, Yc = X - X.mean(dim=0), Y - Y.mean(dim=0)
-    reference = np.corrcoef(X.numpy().T, Y.numpy().T)[:3, 3:]
-    assert np.allclose(standardised_correlation(Xc, Yc).numpy(), reference)
+    n = min(widths)
+
+    def residual(pairs) -> float:  # each matched target column at its least-squares scale, the rest at its mean
+        fitted = torch.zeros_like(Yc)
+        for i, j in pairs:
+            fitted[:, j] = Xc[:, i] * float(Xc[:, i] @ Yc[:, j]) / float(Xc[:, i] @ Xc[:, i])
+        return float(((Yc - fitted) ** 2).sum())
+
+    best = min(residual(list(zip(r, c))) for r in itertools.combinations(range(widths[0]), n)
+               for c in itertools.permutations(range(widths[1]), n))
+    assert float(((permutation_diagonal_fit(X, Y)(X) - Y) ** 2).sum()) == pytest.approx(best, rel=1e-9)
+    assert residual(list(zip(*matched_dimensions(Xc, Yc)))) == pytest.approx(best, rel=1e-9)
+
+
+def test_matching_by_the_largest_correlations_would_leave_a_larger_residual():
+    # two target columns of very different variances: |r| prefers the cross matching, least squares the diagonal
+    g = _generator(11)
+    X, noise = _gaussian(400, 2, g), _gaussian(400, 2, g)
+    Y = torch.stack([10 * (0.6 * X[:, 0] + 0.3 * X[:, 1] + 0.7 * noise[:, 0]),
+                     0.1 * (0.9 * X[:, 0] + 0.1 * X[:, 1] + 0.4 * noise[:, 1])], dim=1)
+    Xc, Yc = X - X.mean(dim=0), Y - Y.mean(dim=0)
+    assert sorted(zip(*matched_dimensions(Xc, Yc))) == [(0, 0), (1, 1)]  # not x0 → y1, where |r| is largest
 
 
 def test_the_permutation_fit_scales_each_matched_dimension_by_least_squares():
@@ -185,31 +195,41 @@ def test_the_permutation_fit_scales_each_matched_dimension_by_least_squares():
         assert float(fitted.M[i, j]) == pytest.approx(float(Xc[:, i] @ Yc[:, j] / (Xc[:, i] @ Xc[:, i])))
 
 
+GA, GB, GC, GD = "scaled-orthogonal", "permutation-diagonal", "orthogonal-diagonal", "affine"
+
+
+def _seeds(*values: float) -> dict[int, float]:
+    return dict(enumerate(values))
+
+
 @pytest.mark.parametrize("residuals,expected", [
-    # (a) within affine's interval: the smallest group explains the pair
-    ({"scaled-orthogonal": (0.11, 0.1, 0.12), "permutation-diagonal": (0.5, 0.4, 0.6),
-      "orthogonal-diagonal": (0.105, 0.1, 0.11), "affine": (0.1, 0.09, 0.115)}, "scaled-orthogonal"),
-    # (a) outside, (b) inside
-    ({"scaled-orthogonal": (0.3, 0.25, 0.35), "permutation-diagonal": (0.12, 0.1, 0.13),
-      "orthogonal-diagonal": (0.11, 0.1, 0.12), "affine": (0.1, 0.09, 0.125)}, "permutation-diagonal"),
-    # only affine
-    ({"scaled-orthogonal": (0.3, 0.25, 0.35), "permutation-diagonal": (0.4, 0.3, 0.5),
-      "orthogonal-diagonal": (0.2, 0.18, 0.22), "affine": (0.1, 0.09, 0.11)}, "affine"),
+    # (a) differs from affine by seed noise, up and down: not shown worse, the smallest group explains the pair
+    ({GA: _seeds(0.11, 0.09, 0.12), GB: _seeds(0.5, 0.4, 0.6), GC: _seeds(0.105, 0.1, 0.11),
+      GD: _seeds(0.1, 0.1, 0.1)}, GA),
+    # (a) worse on every seed by far, (b) not shown worse
+    ({GA: _seeds(0.3, 0.25, 0.35), GB: _seeds(0.12, 0.09, 0.12), GC: _seeds(0.11, 0.1, 0.12),
+      GD: _seeds(0.1, 0.1, 0.11)}, GB),
+    # (c) worse than affine by 0.015 on every seed: the seeds' common variation cancels in the paired
+    # differences, so (c) is shown worse although its mean lies inside affine's interval over seeds
+    ({GA: _seeds(0.6, 0.6, 0.6), GB: _seeds(0.7, 0.7, 0.7), GC: _seeds(0.265, 0.285, 0.305),
+      GD: _seeds(0.25, 0.27, 0.29)}, GD),
     # the best is not affine (an affine fit that overfits the anchors): measured against the best
-    ({"scaled-orthogonal": (0.3, 0.25, 0.35), "permutation-diagonal": (0.4, 0.3, 0.5),
-      "orthogonal-diagonal": (0.2, 0.18, 0.21), "affine": (0.6, 0.5, 0.7)}, "orthogonal-diagonal"),
-    # differences below float32's resolution are ties, whatever the intervals say
-    ({"scaled-orthogonal": (4e-7, 3e-7, 5e-7), "permutation-diagonal": (0.4, 0.3, 0.5),
-      "orthogonal-diagonal": (2e-7, 1e-7, 3e-7), "affine": (1e-8, 1e-8, 1e-8)}, "scaled-orthogonal"),
-    ({"scaled-orthogonal": (float("nan"),) * 3}, None),
+    ({GA: _seeds(0.3, 0.3, 0.3), GB: _seeds(0.4, 0.4, 0.4), GC: _seeds(0.2, 0.19, 0.21), GD: _seeds(0.6, 0.6, 0.6)},
+     GC),
+    # differences below float32's resolution are ties
+    ({GA: _seeds(4e-7, 4e-7), GB: _seeds(0.4, 0.4), GC: _seeds(2e-7, 2e-7), GD: _seeds(1e-8, 1e-8)}, GA),
+    # one seed: no interval, the difference itself
+    ({GA: _seeds(0.2), GD: _seeds(0.1)}, GD),
+    ({GA: _seeds(float("nan"))}, None),
 ])
-def test_the_smallest_group_is_the_first_within_the_best_groups_interval(residuals, expected):
+def test_the_smallest_group_is_the_first_not_shown_worse_than_the_best_paired_over_seeds(residuals, expected):
     assert smallest_group(residuals) == expected
 
 
 def _run(seeds=(0, 1)) -> TaskRunDouble:
     task = make_task(Symmetry, encoders=["a", "b"], seeds=list(seeds), num_anchors=30,
-                     grid={"selectors": [spec(RandomAnchors)]}, epochs=2, iterations=3, max_samples=60)
+                     grid={"selectors": [spec(RandomAnchors)]}, epochs=2, iterations=3, max_samples=60,
+                     protocol=EvaluationProtocol(validation=0.2))  # group (c)'s steps: on the banks' validation rows
     run = TaskRunDouble(task, blob_banks(), dataset=CLASSES)
     run.run()
     return run
@@ -304,3 +324,10 @@ def test_each_experiment_reads_the_banks_of_a_default_suite_task(name):
     assert [(e.label, e.view, e.identity()) for e in new.encoders] == \
         [(e.label, e.view, e.identity()) for e in old.encoders]
     assert len(new.seeds) >= 3 and new.num_anchors <= 2560
+
+
+def test_a_task_without_a_validation_part_is_refused_before_any_work():
+    task = make_task(Symmetry, encoders=["a", "b"], grid={"selectors": [spec(RandomAnchors)]},
+                     protocol=EvaluationProtocol(validation=0.0))
+    with pytest.raises(ValueError, match="validation part"):
+        Symmetry().validate(task)

@@ -10,8 +10,8 @@ groups, from the relative representation's assumption to the most general:
   dimension): the intertwiner group of ReLU-like activations (García-Castellanos et al.);
 * ``orthogonal-diagonal`` (c): ``x ↦ (x − μ_s) Q D + μ_t``: an orthogonal map with a free
   scale per target dimension (no closed form: majorisation steps from the best of three
-  starts, as many as lower the residual on validation rows, see
-  :func:`orthogonal_diagonal_fit`);
+  starts, up to a cap, the step kept the one with the lowest residual on validation rows,
+  see :func:`orthogonal_diagonal_fit`);
 * ``affine`` (d): ``x ↦ [x, 1] W``, the least-squares affine map.
 
 Every group contains the translations: the means ``μ`` are the anchors' (for a fixed
@@ -102,24 +102,24 @@ def scaled_orthogonal_fit(X: torch.Tensor, Y: torch.Tensor) -> CentredLinear:
     return CentredLinear(mx, _least_squares_scale(Xc @ Q, Yc) * Q, my)
 
 
-def standardised_correlation(Xc: torch.Tensor, Yc: torch.Tensor) -> torch.Tensor:
-    """The ``d_s × d_t`` Pearson correlations between the dimensions of centred ``Xc`` and
-    ``Yc`` (0 for a constant dimension)."""
-    def unit(A: torch.Tensor) -> torch.Tensor:
-        norm = A.norm(dim=0)
-        return A / torch.where(norm > 0, norm, torch.ones_like(norm))
-
-    return unit(Xc).t() @ unit(Yc)
+def explained_energy(Xc: torch.Tensor, Yc: torch.Tensor) -> torch.Tensor:
+    """The ``d_s × d_t`` reduction of the squared residual of target dimension ``j`` when
+    source dimension ``i`` is matched to it with its least-squares scale,
+    ``(x_iᵀ y_j)² / ‖x_i‖²`` (centred ``Xc``, ``Yc``; 0 for a constant source dimension)."""
+    energy = (Xc * Xc).sum(dim=0)
+    gain = (Xc.t() @ Yc) ** 2
+    return torch.where(energy[:, None] > 0, gain / torch.where(energy > 0, energy, 1.0)[:, None], 0.0)
 
 
 def matched_dimensions(Xc: torch.Tensor, Yc: torch.Tensor) -> tuple[list[int], list[int]]:
-    """The assignment of ``min(d_s, d_t)`` source dimensions to distinct target
-    dimensions maximising the summed absolute correlation
-    (``scipy.optimize.linear_sum_assignment``): source ``rows[i]`` → target ``cols[i]``."""
+    """The least-squares assignment of ``min(d_s, d_t)`` source dimensions to distinct
+    target dimensions: the one maximising the summed :func:`explained_energy`
+    (``scipy.optimize.linear_sum_assignment``), since a matched target dimension's
+    residual is its energy less that term and an unmatched one keeps its energy: source
+    ``rows[i]`` → target ``cols[i]``."""
     from scipy.optimize import linear_sum_assignment
 
-    score = standardised_correlation(Xc, Yc).abs().cpu().numpy()
-    rows, cols = linear_sum_assignment(score, maximize=True)
+    rows, cols = linear_sum_assignment(explained_energy(Xc, Yc).cpu().numpy(), maximize=True)
     return rows.tolist(), cols.tolist()
 
 
