@@ -250,8 +250,11 @@ def test_a_tuning_record_survives_the_flat_release_table():
                           "extra": {"tuned": tuned, "samples": {"fit": 8, "validation": 2, "test": 4}}}])
     back = nested(flatten(rows))
     assert back["extra"].iloc[0]["tuned"] == tuned
-    task = type("Task", (), {"protocol": type("P", (), {"train_size": 10, "test_size": 4, "validation": 0.2,
-                                                        "evaluation": "inductive"})(), "seeds": [0]})()
+    from relbench.protocol import EvaluationProtocol
+    from relbench.testing import make_task
+    from relbench_stitching import Stitching
+
+    task = make_task(Stitching, seeds=[0], protocol=EvaluationProtocol(train_size=10, test_size=4, validation=0.2))
     text = protocol_section(task, back)
     assert "- similarity vq: `threshold_quantile` over [0.1, 0.05, 0.2] (a quantile): chosen 0.05 ×1" in text
     # a store that an earlier reuse filled with the split records still draws its page
