@@ -14,11 +14,12 @@ import pytest
 import scipy.linalg
 import torch
 
-from relbench.api import Page, TaskRunDouble, make_task, spec
+from relbench.api import Bank, Page, TaskRunDouble, make_task, spec
 from relbench.protocol import EvaluationProtocol
 from relbench_relreps.selectors import RandomAnchors
 from relbench_stitching.groups import (GROUPS, fit_groups, matched_dimensions, orthogonal_diagonal_fit,
                                        permutation_diagonal_fit, relative_residual, scaled_orthogonal_fit)
+import relbench_stitching.symmetry as symmetry_module
 from relbench_stitching.symmetry import Symmetry, smallest_group
 from test_conformance_task_kind import CLASSES
 from test_core_sharing import _banks as blob_banks  # encoders a and b (a rotation of a), 4 classes in 12 dims
@@ -226,11 +227,14 @@ def test_the_smallest_group_is_the_first_not_shown_worse_than_the_best_paired_ov
     assert smallest_group(residuals) == expected
 
 
-def _run(seeds=(0, 1)) -> TaskRunDouble:
-    task = make_task(Symmetry, encoders=["a", "b"], seeds=list(seeds), num_anchors=30,
+def _task(seeds=(0, 1)):
+    return make_task(Symmetry, encoders=["a", "b"], seeds=list(seeds), num_anchors=30,
                      grid={"selectors": [spec(RandomAnchors)]}, epochs=2, iterations=3, max_samples=60,
                      protocol=EvaluationProtocol(validation=0.2))  # group (c)'s steps: on the banks' validation rows
-    run = TaskRunDouble(task, blob_banks(), dataset=CLASSES)
+
+
+def _run(seeds=(0, 1)) -> TaskRunDouble:
+    run = TaskRunDouble(_task(seeds), blob_banks(), dataset=CLASSES)
     run.run()
     return run
 
@@ -253,6 +257,29 @@ def test_a_run_gives_every_group_of_every_pair_and_a_rotation_is_explained_by_th
     page = run.kind.page(rows, Page(tmp_path, "t"))
     assert re.search(r"\| \(a\) scaled-orthogonal +\| 2 +\|", page)  # both pairs, in the summary
     assert len(re.findall(r"\| \(a\) scaled-orthogonal +\|\n", page)) == 2  # each pair's smallest group
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="platform guard: needs a CUDA GPU")
+def test_on_a_gpu_the_maps_are_fitted_on_the_cpu_and_give_the_cpus_residuals(monkeypatch):
+    """Banks on the GPU: every group is still fitted on CPU float64 tensors, so the
+    residuals equal a CPU run's bit for bit (fitted on the GPU they differed by up to 1e-3)."""
+    on_cpu = _run().frame()
+    fitted_on = []
+    fit = symmetry_module.fit_groups
+    monkeypatch.setattr(symmetry_module, "fit_groups", lambda As, At, *args, **kw: fitted_on.append(
+        {As.device.type, At.device.type, *(t.device.type for t in kw["validation"])}) or fit(As, At, *args, **kw))
+    gpu_banks = {split: {label: Bank(b.encoder, b.split, b.X.cuda(), b.ids, b.labels.cuda())
+                         for label, b in banks.items()} for split, banks in blob_banks().items()}
+    run = TaskRunDouble(_task(), gpu_banks, dataset=CLASSES)
+    run.device = torch.device("cuda")
+    run.run()
+    on_gpu = run.frame()
+    assert fitted_on and all(devices == {"cpu"} for devices in fitted_on)
+    keys = ["seed", "source", "target", "group", "metric"]
+    residuals = [frame[frame["metric"].isin(["residual", "anchor_residual"])].set_index(keys)["value"].sort_index()
+                 for frame in (on_cpu, on_gpu)]
+    assert np.array_equal(residuals[0].to_numpy(), residuals[1].to_numpy())
+    assert residuals[0].index.equals(residuals[1].index)
 
 
 def test_the_index_cells_name_each_pairs_smallest_group_as_the_page_does(tmp_path):
