@@ -29,6 +29,7 @@ import pandas as pd
 
 from relbench.cache import default_cache_root
 from relbench.results import ResultStore
+from relbench.threads import thread_variables
 
 SHARED = ("datasets", "descriptions")  # read-only inputs both runs may share
 
@@ -51,8 +52,7 @@ def compute(tasks: Path, task: str, threads: int, folder: Path) -> tuple[pd.Data
     for name in SHARED:
         if (default_cache_root() / name).exists():
             (cache / name).symlink_to(default_cache_root() / name)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-           "RELBENCH_CACHE_DIR": str(cache)}
+    env = {**os.environ, **thread_variables(threads), "RELBENCH_CACHE_DIR": str(cache)}
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "relbench.cli", "run", str(tasks), "--task", task, "-j", "1", "-q",
                     "--no-leaderboard", "--output", str(store)], env=env, check=True)

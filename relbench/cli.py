@@ -11,12 +11,10 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from relbench import __version__
@@ -25,6 +23,7 @@ from relbench.precision import PRECISION_ENV, PRECISIONS, slow_bf16_note
 
 from relbench.run_summary import EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, EXIT_USER  # noqa: F401 - re-exported
 from relbench.run_summary import RunSummary
+from relbench.threads import fixed_threads
 
 
 #: the memory one ``-j`` worker may need: the largest task's measured peak (about 2.1 GB) and room
@@ -407,7 +406,7 @@ def _run(args, registry) -> int:
     if executor == "ray" and args.jobs != 1:
         raise UserError("-j N starts local worker processes and --executor ray schedules on Ray's workers; choose "
                         "one (Ray uses every CPU of its cluster).")
-    with _fixed_threads(args.threads):
+    with fixed_threads(args.threads):
         return _execute(args, suite, runner, executor, jobs, command, taken)
 
 
@@ -511,30 +510,6 @@ def _render(runner, leaderboards: Path, quiet: bool, redraw: bool = False, relea
     drawn = render(store or runner.store, leaderboards, [tr.task for tr in plans], current, redraw, release,
                    runner.suite.smoke, jobs)[1:]
     _say(quiet, f"wrote {len(drawn)} changed pages to {leaderboards} ({len(plans) - len(drawn)} kept)")
-
-
-@contextlib.contextmanager
-def _fixed_threads(count: int | None) -> Iterator[None]:
-    """This process (and the -j workers it starts, which read the variables) at ``count``
-    torch, OpenMP and MKL threads for the block, restored afterwards; no change for None."""
-    if count is None:
-        yield
-        return
-    import torch
-
-    saved = {var: os.environ.get(var) for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    before = torch.get_num_threads()
-    os.environ.update(dict.fromkeys(saved, str(count)))
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-        for var, value in saved.items():
-            if value is None:
-                os.environ.pop(var, None)
-            else:
-                os.environ[var] = value
 
 
 def _run_jobs(args, suite, runner, jobs: int, command: str, taken: RunSummary) -> int:

@@ -45,6 +45,8 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from relbench.threads import thread_variables
+
 if TYPE_CHECKING:  # only for annotations: a worker imports this module before anything heavy
     from relbench.run_summary import RunSummary
     from relbench.task_model import Task
@@ -134,7 +136,7 @@ def run_parallel(tasks: list[Task], jobs: int, job: WorkerJob, quiet: bool = Fal
     weights = weights or {t.name: float(grid_weight(t)) for t in tasks}
     needs, cached = needs or {}, cached or (lambda key: True)
     pending = sorted(tasks, key=lambda t: -weights.get(t.name, 0.0))  # stable: file order among equals
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads or 1), "MKL_NUM_THREADS": str(threads or 1)}
+    env = {**os.environ, **thread_variables(threads or 1)}
     running: list[tuple[subprocess.Popen, Task, Path]] = []
     told: dict[str, int] = {}  # the thread share each running worker was last given
     worst, summaries = 0, []
@@ -302,7 +304,7 @@ def apply_thread_share(path: Path) -> None:
         threads = max(1, int(path.read_text()))
     except (OSError, ValueError):
         return
-    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+    os.environ.update(thread_variables(threads))
     torch = sys.modules.get("torch")
     if torch is None:
         return

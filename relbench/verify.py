@@ -50,6 +50,7 @@ from relbench.publish import SHOWN, listed
 from relbench.results import THREADS_PREFIX, ResultStore, environment, threads_named
 from relbench.reuse import RELEASE_STATEMENT, append_release_unit, nested, read_release
 from relbench.rows import packages
+from relbench.threads import fixed_threads
 
 #: units recomputed when ``--sample`` is not given
 SAMPLE = 8
@@ -338,21 +339,6 @@ def published_threads(rows: pd.DataFrame, ids: frozenset[str]) -> int | None:
     return int(counts.index[0]) if len(counts) else None
 
 
-@contextlib.contextmanager
-def torch_threads(count: int | None) -> Iterator[None]:
-    """torch (and onnxruntime sessions created meanwhile, which follow it) at ``count``
-    threads for the block, restored afterwards; no change for None."""
-    import torch
-
-    before = torch.get_num_threads()
-    if count is not None:
-        torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def tolerance(published: float, half: float | None) -> tuple[float, str]:
     """The stated tolerance of a value not computed deterministically, and its rule:
     :data:`ABSOLUTE` + :data:`RELATIVE` · ``|published|``, at most ``half`` the cell's
@@ -561,7 +547,7 @@ def recompute(runner, task_runs: list, rows: pd.DataFrame, sample: list[Sampled]
                   frozenset((s.task, s.unit.id) for s in sample))
     runner.stats.failures.clear()  # planning failures are findings already; what remains are the run's own
     runner.only = names
-    with torch_threads(published_threads(rows, ids)):
+    with fixed_threads(published_threads(rows, ids)):
         runner.run()
     return {name: runner.store.load(name, units=[s.unit.id for s in sample if s.task == name]) for name in names}
 

@@ -504,7 +504,8 @@ def test_fixed_threads_are_never_shared_out(monkeypatch, tmp_path):
 
         def __init__(self, cmd, env, preexec_fn, **kwargs):
             self.name, self.pid = _job_task(cmd), 6000 + len(started)
-            started.append((self.name, env["OMP_NUM_THREADS"], parallel.THREADS_ENV in env))
+            started.append((self.name, env["OMP_NUM_THREADS"], env["OPENBLAS_NUM_THREADS"],
+                            parallel.THREADS_ENV in env))
 
         def poll(self):
             lives[self.name] -= 1
@@ -514,12 +515,13 @@ def test_fixed_threads_are_never_shared_out(monkeypatch, tmp_path):
             signals.append(self.name)
 
     monkeypatch.delenv(parallel.THREADS_ENV, raising=False)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")  # a user's own count would outrank OMP_NUM_THREADS
     monkeypatch.setattr(parallel.subprocess, "Popen", Worker)
     monkeypatch.setattr(parallel.time, "sleep", lambda s: None)
     tasks = [_task("long", "a"), _task("short", "b")]
     assert parallel.run_parallel(tasks, 2, _job(tmp_path), quiet=True, weights={"long": 10.0, "short": 1.0},
                                  threads=1)[0] == 0
-    assert started == [("long", "1", False), ("short", "1", False)] and signals == []
+    assert started == [("long", "1", "1", False), ("short", "1", "1", False)] and signals == []
 
 
 def test_threads_is_a_positive_count_for_local_runs_and_is_restored_after_a_run(cli_main, write_yaml, capsys):

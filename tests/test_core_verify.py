@@ -322,7 +322,8 @@ def test_rows_name_their_thread_count_and_other_counts_are_compared_by_tolerance
 def test_a_recomputation_runs_at_the_thread_count_its_rows_name():
     import torch
 
-    from relbench.verify import published_threads, torch_threads
+    from relbench.threads import fixed_threads
+    from relbench.verify import published_threads
 
     rows = pd.DataFrame({"unit": ["a", "a", "b", "c"],
                          "environment": ["CPU X, torch threads 1", "CPU X, torch threads 1", "CPU X, torch threads 2",
@@ -333,10 +334,10 @@ def test_a_recomputation_runs_at_the_thread_count_its_rows_name():
     assert published_threads(rows.drop(columns="environment"), frozenset({"a"})) is None
     before = torch.get_num_threads()
     other = 1 if before != 1 else 2
-    with torch_threads(other):
+    with fixed_threads(other):
         assert torch.get_num_threads() == other
     assert torch.get_num_threads() == before
-    with torch_threads(None):
+    with fixed_threads(None):
         assert torch.get_num_threads() == before
 
 
