@@ -17,12 +17,9 @@ from concurrent.futures import ProcessPoolExecutor
 
 def _one_thread() -> None:
     """A worker's start: one BLAS thread and one torch thread."""
-    from threadpoolctl import threadpool_limits
+    from relbench.threads import pin_threads
 
-    threadpool_limits(1)
-    import torch
-
-    torch.set_num_threads(1)
+    pin_threads(1)
 
 
 def draw_pages(draw: Callable[..., dict], work: Sequence[tuple], jobs: int) -> list[dict]:

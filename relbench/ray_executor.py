@@ -222,17 +222,16 @@ def compute_shard(shard: Shard, *banks: tuple[np.ndarray, dict, RunSummary]) -> 
 def _task_run(job: Job, task: str):
     """This process's runner for ``job``, planned for ``task`` against a private
     temporary store with fresh counters, and the task's :class:`TaskRun`."""
-    import torch
-
     from relbench.results import ResultStore
     from relbench.run_summary import RunStats
+    from relbench.threads import pin_threads
 
     for name, value in job.env:
         os.environ[name] = value
     for entry in reversed(job.sys_path):
         if entry not in sys.path and os.path.isdir(entry):
             sys.path.insert(0, entry)
-    torch.set_num_threads(job.threads)
+    pin_threads(job.threads)  # torch and NumPy's BLAS alike, so that the rows' count is every pool's
     runner = _runner(job)
     check_plugins(job.plugins, registry_digest(runner.registry))  # before this worker's plan counts for anything
     runner.only = [task]

@@ -26,6 +26,17 @@ def thread_variables(count: int) -> dict[str, str]:
     return dict.fromkeys(THREAD_VARIABLES, str(count))
 
 
+def pin_threads(count: int) -> None:
+    """This whole process at ``count`` threads from now on, as a worker sets itself when it
+    starts: torch, every native pool already loaded and the variables later loads read."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    os.environ.update(thread_variables(count))
+    threadpool_limits(count)
+    torch.set_num_threads(count)
+
+
 @contextlib.contextmanager
 def fixed_threads(count: int | None) -> Iterator[None]:
     """This process at ``count`` threads for the block: torch, the native pools NumPy and

@@ -49,3 +49,21 @@ def test_an_svd_under_a_fixed_count_is_the_one_a_one_thread_process_computes():
 
 def test_workers_start_with_every_pool_at_the_count():
     assert thread_variables(3) == {"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "3", "OPENBLAS_NUM_THREADS": "3"}
+
+
+def test_a_worker_pins_every_pool_for_good(monkeypatch):
+    # page workers and Ray workers set themselves at their count when they start: torch
+    # alone had left a Ray worker's NumPy BLAS at one thread per core
+    from relbench.threads import pin_threads
+
+    for var in THREAD_VARIABLES:
+        monkeypatch.delenv(var, raising=False)
+    np.ones(4) @ np.ones(4)
+    before = torch.get_num_threads()
+    try:
+        with threadpool_limits(2):  # restores the pools the pin changes
+            pin_threads(1)
+            assert _blas_threads() == {1} and torch.get_num_threads() == 1
+            assert all(os.environ[var] == "1" for var in THREAD_VARIABLES)
+    finally:
+        torch.set_num_threads(before)
