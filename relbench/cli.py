@@ -444,6 +444,7 @@ def _execute(args, suite, runner, executor: str, jobs: int, command: str, taken:
     except KeyboardInterrupt:
         interrupted = True
         summary = runner.summary()
+    summary = summary.with_peak("the run's own process")
     return _report(args, runner, summary.merge(taken), EXIT_INTERRUPTED if interrupted else None)
 
 
@@ -545,7 +546,7 @@ def _run_jobs(args, suite, runner, jobs: int, command: str, taken: RunSummary) -
     reused = [RunSummary(name, planned=len(plan.units), reused=len(plan.units))
               for name, plan in plans.items() if not plan.todo]  # as a serial run counts them
     summary = merged([*runner.summaries.values(), *reused, ran, taken])  # runner.summaries: tasks failed in planning
-    return _report(args, runner, summary, code)
+    return _report(args, runner, summary.with_peak("the run's own process"), code)
 
 
 # ----------------------------------------------------------------------------- leaderboard, export

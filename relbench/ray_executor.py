@@ -213,7 +213,8 @@ def compute_shard(shard: Shard, *banks: tuple[np.ndarray, dict, RunSummary]) -> 
         lines = store.fetch(shard.task, list(store.read(shard.task).units.values()))
         folder = store.figure_path(shard.task, "x").parent
         figures = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} if folder.is_dir() else {}
-        summary = replace(runner.summaries[shard.task], planned=len(shard.units), reused=0)  # the shard's units
+        summary = replace(runner.summaries[shard.task], planned=len(shard.units),
+                          reused=0).with_peak(f"a Ray worker of {shard.task}")  # the shard's units
         return ShardResult(lines=[{k: line.get(k) for k in ("unit", "key", "inputs", "rows")} for line in lines],
                            figures=figures, summary=summary)
 
@@ -388,6 +389,7 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> list[R
     shards: dict[Any, Shard] = {}
     failed: set[str] = set()
     count = {task_run.task.name: Counter() for task_run in task_runs}  # task → planned, reused, ran, failed, missing
+    peaks = {task_run.task.name: RunSummary(task_run.task.name) for task_run in task_runs}  # its workers' largest
     for task_run in task_runs:
         task, plan = task_run.task, task_run.plan()
         todo = runner.todo(task_run)
@@ -446,6 +448,8 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> list[R
             errors[shard.task] += _store(runner, shard, result, stale[shard.task])
             count[shard.task].update(ran=sum(line["unit"] != TASK_ERROR for line in result.lines),
                                      failed=result.summary.failed)
+            peaks[shard.task] = peaks[shard.task].merge(RunSummary("", peak_bytes=result.summary.peak_bytes,
+                                                                   peak_process=result.summary.peak_process))
             returned = {line["unit"] for line in result.lines}
             missing = [] if TASK_ERROR in returned else [u for u in shard.units if u not in returned]
             if missing:  # neither stored nor failed: never counted as done
@@ -466,7 +470,7 @@ def _drive(ray, runner: Runner, task_runs: list[TaskRun], quiet: bool) -> list[R
     for task_run in task_runs:
         if task_run.plan().todo and not errors[task_run.task.name]:
             runner.clear_task_error(task_run.task)
-    return [RunSummary(name, **units) for name, units in count.items()]
+    return [peaks[name].merge(RunSummary("", **units)) for name, units in count.items()]
 
 
 def _why_lost(ray, exc: Exception) -> str:

@@ -17,6 +17,7 @@ failed as a whole left uncomputed, which count as ``failed`` too.
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 
@@ -46,6 +47,10 @@ class RunSummary:
     #: units taken into the store from a published release before the run (counted in ``reused``), by release
     from_release: tuple[tuple[str, int], ...] = ()
     failures: tuple[str, ...] = ()  #: one line per failure (unit, cell or task)
+    #: the highest peak resident memory of one process of the run, in bytes (0: not measured), and which process
+    #: it was (``the -j worker of TASK``, ``a Ray worker``, ``the run's own process``); merged, the largest
+    peak_bytes: int = 0
+    peak_process: str = ""
 
     def to_json(self) -> str:
         """This summary as a JSON object (:meth:`from_json` reads it back equal)."""
@@ -65,6 +70,7 @@ class RunSummary:
         failures and errors one after the other, task names joined."""
         names = list(dict.fromkeys(n for s in (self, other) for n in s.task.split(", ") if n))
         errors = [e for e in (self.error, other.error) if e]
+        peak = max((self, other), key=lambda s: s.peak_bytes)
         return RunSummary(
             task=", ".join(names), planned=self.planned + other.planned, ran=self.ran + other.ran,
             reused=self.reused + other.reused, failed=self.failed + other.failed,
@@ -74,7 +80,13 @@ class RunSummary:
             recomputed=_add(self.recomputed, other.recomputed),
             shared_computed=_add(self.shared_computed, other.shared_computed),
             shared_reused=_add(self.shared_reused, other.shared_reused),
-            from_release=_add(self.from_release, other.from_release), failures=self.failures + other.failures)
+            from_release=_add(self.from_release, other.from_release), failures=self.failures + other.failures,
+            peak_bytes=peak.peak_bytes, peak_process=peak.peak_process)
+
+    def with_peak(self, process: str) -> RunSummary:
+        """This summary with this process's peak memory (:func:`process_peak_bytes`)
+        merged in under the name ``process``: the largest of the two is kept."""
+        return self.merge(RunSummary("", peak_bytes=process_peak_bytes(), peak_process=process))
 
 
 @dataclass
@@ -93,6 +105,18 @@ class RunStats:
     #: shared work (:mod:`relbench.sharing`) by what it is: computed once, reused after
     shared_computed: Counter = field(default_factory=Counter)
     shared_reused: Counter = field(default_factory=Counter)
+
+
+def process_peak_bytes() -> int:
+    """The peak resident memory of this process so far, in bytes (``getrusage``'s
+    ``ru_maxrss``: kilobytes on Linux, bytes on macOS); 0 where the platform does not
+    report it. Its children are not counted: each process reports its own."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0
+    unit = 1 if sys.platform == "darwin" else 1024
+    return unit * resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def task_summary(task: str, planned: int, todo: int, left: int, before: RunStats, now: RunStats, seconds: float,
@@ -134,6 +158,8 @@ def accounting(summary: RunSummary) -> str:
              f"ran {summary.ran} units ({recomputed} recomputed{f' — {why}' if why else ''}; "
              f"{summary.ran - recomputed} new, retried or forced), reused {summary.reused} already "
              f"finished with the same identity." + _from_release(summary) + _shared(summary)]
+    if summary.peak_bytes:
+        lines.append(f"peak memory of one process: {summary.peak_bytes / 1e9:.2f} GB ({summary.peak_process}).")
     if summary.not_achievable:
         lines.append(f"{summary.not_achievable} cells are not achievable by design (recorded as such).")
     if summary.failed or summary.missing:

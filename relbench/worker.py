@@ -54,6 +54,7 @@ def main(job_file: str) -> int:
     """Run the job written in ``job_file``, write its summary, return the exit code."""
     job = WorkerJob.from_json(Path(job_file).read_text())
     summary, code = run_task(job)
+    summary = summary.with_peak(f"the -j worker of {job.task}")
     partial = Path(job.summary + ".partial")
     partial.write_text(summary.to_json())
     os.replace(partial, job.summary)

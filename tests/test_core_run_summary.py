@@ -20,7 +20,8 @@ TESTS = Path(__file__).resolve().parent
 A = RunSummary("a", planned=4, ran=3, reused=1, failed=1, seconds=1.5, encoded=2, cached=1, not_achievable=1,
                recomputed=(("unit.x", 2),), shared_computed=(("head", 1),), failures=("a {'item': 'y'}: boom",))
 B = RunSummary("b", planned=2, ran=0, reused=1, missing=1, seconds=0.5, error="no such file",
-               recomputed=(("unit.x", 1), ("dataset", 3)), shared_reused=(("head", 4),))
+               recomputed=(("unit.x", 1), ("dataset", 3)), shared_reused=(("head", 4),),
+               peak_bytes=1_830_000_000, peak_process="the -j worker of b")
 
 
 def test_a_summary_reads_back_equal_from_json():
@@ -40,6 +41,25 @@ def test_merging_adds_counts_and_counters_and_keeps_failures_in_order():
     assert merged([A, A]).task == "a" and merged([A, A]).ran == 6
 
 
+def test_merging_keeps_the_largest_process_peak_and_names_it():
+    small = RunSummary("c", peak_bytes=500_000_000, peak_process="the -j worker of c")
+    assert (A.merge(B).peak_bytes, A.merge(B).peak_process) == (1_830_000_000, "the -j worker of b")
+    assert B.merge(small).peak_process == small.merge(B).peak_process == "the -j worker of b"
+    assert A.merge(small).peak_bytes == 500_000_000 and A.peak_bytes == 0
+
+
+def test_with_peak_adds_this_process_peak_as_getrusage_reports_it():
+    import resource
+
+    held = bytearray(64 * 2**20)
+    held[::4096] = b"\1" * len(range(0, len(held), 4096))  # every page touched: resident
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    summary = A.with_peak("this test")
+    assert summary.peak_process == "this test" and summary.peak_bytes >= own >= len(held)
+    assert summary.ran == A.ran and summary.task == "a"  # nothing else changes
+    assert B.with_peak("this test").peak_bytes >= own  # the larger of the two, whichever it is
+
+
 def test_the_accounting_says_what_ran_was_reused_failed_and_missing():
     text = accounting(merged([A, B]))
     assert text.splitlines()[0] == (
@@ -49,6 +69,8 @@ def test_the_accounting_says_what_ran_was_reused_failed_and_missing():
     assert "1 cells are not achievable by design" in text
     assert "1 units failed, 1 were not stored (the next run computes them)." in text
     assert "failed" not in accounting(RunSummary("ok", planned=2, ran=2))
+    assert "peak memory of one process: 1.83 GB (the -j worker of b)." in text
+    assert "peak memory" not in accounting(A)  # not measured: not said
     assert failure_list(A) == "\n1 failures:\n  - a {'item': 'y'}: boom" and failure_list(B) == ""
 
 
@@ -75,6 +97,8 @@ class Flaky(Tally):
     name: ClassVar[str] = "toy-flaky"
 
     def run(self, run):
+        held = bytearray(256 * 2**20 if self.offset == 2 else 0)  # the task "second" holds 256 MB, every page touched
+        held[::4096] = b"\\1" * len(range(0, len(held), 4096))
         main = getattr(sys.modules["__main__"], "__spec__", None)  # `python -m relbench.cli` runs it as __main__
         cli = "relbench.cli" in sys.modules or getattr(main, "name", "") == "relbench.cli"
         Path(os.environ["CLI_PROBE"], str(os.getpid())).write_text(str(cli))
@@ -124,12 +148,27 @@ def _run(folder: Path, *args: str) -> tuple[int, str, dict[str, str]]:
         {p.name: p.read_text() for p in probe.iterdir()}
 
 
+#: the accounting's line on the largest process's peak memory
+PEAK_LINE = r"\npeak memory of one process: ([0-9.]+) GB \((.*)\)\."
+
+
+def _peak(end: str) -> tuple[float, str]:
+    """The accounting's peak-memory line of ``end``: (GB, process)."""
+    found = re.search(PEAK_LINE, end)
+    assert found, end
+    return float(found[1]), found[2]
+
+
 @pytest.mark.skipif(os.name != "posix", reason="-j workers follow posix signals")
 def test_a_parallel_run_reports_the_accounting_of_a_serial_run(tmp_path):
     serial_code, serial, serial_probe = _run(tmp_path / "serial")
     jobs_code, jobs, jobs_probe = _run(tmp_path / "jobs", "-j", "2")
     assert serial_code == jobs_code == 1  # one unit of each task failed
-    assert jobs == serial, (jobs, serial)
+    serial_peak, jobs_peak = _peak(serial), _peak(jobs)
+    assert re.sub(PEAK_LINE, "", jobs) == re.sub(PEAK_LINE, "", serial), (jobs, serial)  # but for the peak
+    # the task "second" holds 256 MB: the largest process is the one that ran it
+    assert serial_peak[1] == "the run's own process" and jobs_peak[1] == "the -j worker of second"
+    assert min(serial_peak[0], jobs_peak[0]) >= 0.26, (serial_peak, jobs_peak)
     assert "ran 12 units" in serial and "reused 0 already finished" in serial
     assert "3 units failed, 0 were not stored" in serial
     assert "3 failures:" in serial and serial.count("RuntimeError: a flaky unit") == 3

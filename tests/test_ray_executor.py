@@ -127,6 +127,7 @@ def test_a_worker_reads_the_banks_it_is_given_and_encodes_nothing(tmp_path, monk
     # the banks it was given were counted by the driver: the shard counts none of them
     assert result.summary.encoded == 0 and result.summary.cached == 0 and result.summary.failures == ()
     assert (result.summary.planned, result.summary.ran, result.summary.reused) == (len(units), len(units), 0)
+    assert result.summary.peak_process == "a Ray worker of blobs" and result.summary.peak_bytes > 10**7  # its peak
     stored = {line["unit"]: line["rows"] for line in ResultStore(tmp_path / "results").fetch(
         "blobs", list(ResultStore(tmp_path / "results").read("blobs").units.values()))}
     values = lambda rows: [(r["metric"], r.get("source"), r["value"]) for r in rows]  # noqa: E731
@@ -434,6 +435,7 @@ def test_ray_counts_banks_as_a_local_run_does(inline_ray, tmp_path, monkeypatch)
                         output=tmp_path / executor, **kw)
         if executor == "ray":
             summary = run_on_ray(runner, None, quiet=True)
+            assert summary.peak_process.startswith("a Ray worker of blobs") and summary.peak_bytes > 10**7
         else:
             runner.run()
             summary = runner.summary()
