@@ -363,3 +363,26 @@ def test_cells_with_draws_round_trip_through_the_manifest_and_an_unchanged_index
     # the manifest's cells give the index
     assert CONDITIONAL in index and Stitching.cross_kind_section(cells, {}) in index
     assert draw() == [] and (boards / "README.md").read_text() == index  # nothing changed: nothing drawn
+
+
+def test_a_combination_that_needs_both_spaces_is_marked_not_zero_shot(tmp_path):
+    """Procrustes fits its map on both spaces' anchors: its page lists it as needing
+    both spaces, its index cell says so, and the main table marks its row (on every
+    table of its group) and says what the mark means; zero-shot rows stay unmarked."""
+    from relbench_stitching.main_table import BOTH_SPACES
+
+    df = _rows()
+    both = df[df["stitcher"] == "absolute"].assign(stitcher="procrustes", value=lambda d: d["value"] + 0.55,
+                                                   role="method", needs_both_spaces=True)  # as the kind writes them
+    df = pd.concat([df, both], ignore_index=True)
+    kind, page = Stitching(), Page(tmp_path, "t")
+    body = kind.page(df, page)
+    assert "need both spaces at fit time" in body and "random · procrustes" in body.split("need both spaces")[1]
+    cells = {c["method"]: c for c in kind.index_cells(df, page) if not c.get("reference")}
+    assert cells["random · procrustes"]["both_spaces"] and cells["random · procrustes"]["best"]
+    assert not cells["random · cosine · relative"]["both_spaces"] and not cells["random · l1 · relative"]["both_spaces"]
+    text = section({"first-task": list(cells.values()), "second-task": list(cells.values())})
+    rows = [line for line in text.splitlines() if line.startswith("| random")]
+    assert rows and all((f"procrustes {BOTH_SPACES} " in row) == ("procrustes" in row) for row in rows)
+    assert all(BOTH_SPACES not in row for row in rows if "relative" in row)
+    assert text.startswith("## Main table: stitching\n") and f"{BOTH_SPACES}: **not zero-shot**" in text

@@ -85,7 +85,7 @@ def test_the_index_draws_the_main_table_first_with_its_companions():
     cells = COMPANIONS["a-cross-seed"]["a-budget"]["cells"]
     sections = kind_sections([main, budget], {"a-cross-seed": {"cells": MAIN["a-cross-seed"]},
                                               "a-budget": {"cells": cells}})
-    assert [s.splitlines()[0] for s in sections] == ["## Main table: zero-shot stitching", "## Anchor budget"]
+    assert [s.splitlines()[0] for s in sections] == ["## Main table: stitching", "## Anchor budget"]
     assert "32 [16, 64]/300" in sections[0]
 
 

@@ -39,6 +39,14 @@ def unit_seconds(df: pd.DataFrame) -> dict[tuple, float]:
     return {tuple(combo): float(mean) for combo, mean in units.groupby(COMBO)["seconds"].mean().items()}
 
 
+def both_spaces(df: pd.DataFrame) -> set[tuple]:
+    """The combinations (their :data:`COMBO` values) of a prepared frame with a row that
+    needs both encoders' spaces at fit time (``needs_both_spaces``: a map fitted on both
+    spaces' anchors, or a regularizer trained on the other encoders' banks)."""
+    marked = df.loc[df["needs_both_spaces"].astype(bool), COMBO].drop_duplicates()
+    return {tuple(combo) for combo in marked.itertuples(index=False)}
+
+
 def index_cells(scored: Scored, views: list[str]) -> list[dict]:
     """The task's cells of the index's main table: per non-reference combination with a
     stitched score, in the page's ranking order (``rank``: its position, 1 = first), its
@@ -47,17 +55,20 @@ def index_cells(scored: Scored, views: list[str]) -> list[dict]:
     group), the metric and its direction, the task's encoder ``views`` and ``seconds``,
     the mean wall seconds of the combination's units (:func:`unit_seconds`; None when
     the rows do not record them), its ``coverage`` (the share of the task's encoder pairs
-    it reaches, which the page ranks by first) and its ``draws``: the first
+    it reaches, which the page ranks by first), ``both_spaces`` (its rows need both
+    encoders' spaces at fit time: not zero-shot) and its ``draws``: the first
     :data:`~relbench_stitching.intervals.KEPT_DRAWS` of the page's paired
     draws of its stitched score, packed (:func:`~relbench_stitching.intervals.pack_draws`;
     None where its interval was not drawn from them)."""
     metric = scored.metrics[0]
     cost = unit_seconds(scored.df)
+    both = both_spaces(scored.df)
     methods = scored.methods.dropna(subset=["stitched"])
     cells = [{"method": combo_label(r), "rank": rank, "score": float(r["stitched"]),
               "low": _finite(r["stitched_lo"]), "high": _finite(r["stitched_hi"]),
               "best": rank == 1, "tie": bool(r["tie"]), "metric": metric, "direction": scored.direction[metric],
               "views": views, "seconds": cost.get(tuple(r[COMBO])), "coverage": float(r["coverage"]),
+              "both_spaces": tuple(r[COMBO]) in both,
               # with an interval of the first metric, scored.draws are that metric's (else maybe another's)
               "draws": stitched_draws(scored.draws, tuple(r[COMBO])) if _finite(r["stitched_lo"]) is not None
               else None}

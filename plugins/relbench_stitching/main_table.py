@@ -43,6 +43,8 @@ WIDTH = 160
 MIN_TASKS = 2
 #: the mark of a combination indistinguishable from its task's best
 TIE = "≈"
+#: the mark of a combination that needs both encoders' spaces at fit time (not zero-shot)
+BOTH_SPACES = "‡"
 ONE_VIEW, SEVERAL_VIEWS, UNKNOWN = "one view", "several views", "views not recorded"
 GROUP_TITLES = {ONE_VIEW: "Encoders of the same inputs (one view: cross-architecture and cross-seed)",
                 SEVERAL_VIEWS: "Encoders of different views (languages, or images and their names)",
@@ -262,8 +264,10 @@ def _table(methods: list[str], chunk: list[str], cells_by_task: dict[str, list[d
     by_task = {task: {c["method"]: c for c in cells_by_task[task]} for task in chunk}
     measured = {m: sum(m in {c["method"] for c in cells} for cells in cells_by_task.values()) for m in methods}
     rows = []
+    both = both_spaces_methods(cells_by_task)
     for method in methods:
-        row = [method, *(cell_text(by_task[t][method]) if method in by_task[t] else "-" for t in chunk)]
+        row = [f"{method} {BOTH_SPACES}" if method in both else method,
+               *(cell_text(by_task[t][method]) if method in by_task[t] else "-" for t in chunk)]
         if not summary and set(row[1:]) == {"-"}:
             continue
         if summary:
@@ -293,6 +297,11 @@ def fitted(tasks: list[str], draw: Callable[[list[str], bool], str]) -> list[str
         if max(len(line) for table in tables for line in table.splitlines()) < WIDTH:
             break
     return tables
+
+
+def both_spaces_methods(cells_by_task: dict[str, list[dict]]) -> set[str]:
+    """The combinations whose cells, on any task, need both encoders' spaces at fit time."""
+    return {c["method"] for cells in cells_by_task.values() for c in cells if c.get("both_spaces")}
 
 
 def _legend(cells_by_task: dict[str, list[dict]], short: dict[str, str]) -> str:
@@ -437,13 +446,17 @@ def section(cells_by_task: dict[str, list[dict]], companions: dict[str, dict[str
     groups: dict[str, dict[str, list[dict]]] = {}
     for task, cells in cells_by_task.items():
         groups.setdefault(_group(cells), {})[task] = cells
-    intro = ("## Main table: zero-shot stitching\n\n"
+    intro = ("## Main table: stitching\n\n"
              "Each stitching task's combinations (rows) by the task's ranking score (columns; the abbreviations "
              "are defined under each group's last table): the mean over seeds of the mean over stitched encoder "
              "pairs, as on the task's page. *score±h*: h is the larger distance from the score to an end of its "
              "95 % interval (the page's: Student-t over seeds, each seed's score on its own test samples where the "
              "protocol draws them; it need not be symmetric, and the "
              f"page gives both ends). **Bold**: the task's best; {TIE}: indistinguishable from it (the page's bold "
-             "group); -: not measured on that task (not in its grid, or no stitched pair scored).\n")
+             "group); -: not measured on that task (not in its grid, or no stitched pair scored). "
+             f"{BOTH_SPACES}: **not zero-shot**: the combination needs both encoders' spaces at fit time (a map "
+             "estimated on parallel anchors of both, or a regularizer trained on the other encoders' banks), "
+             "which a zero-shot method never sees; it is ranked with the others, as on the task's page, and its "
+             "place is an upper reference for the zero-shot ones.\n")
     return "\n".join([intro, *(_group_section(GROUP_TITLES[g], tasks, short, budgets)
                               for g, tasks in groups.items())])
