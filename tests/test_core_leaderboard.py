@@ -130,7 +130,7 @@ def test_every_figure_has_a_vector_twin_and_heatmaps_share_one_scale(registry, c
     assert len(scales) == len(pngs) and set(scales) == {colour_scale(df, "accuracy")}  # one scale, every heatmap
 
 
-def test_index_says_how_to_cite_with_version_and_results_date(registry, cli_main, write_yaml):
+def test_index_says_how_to_cite_with_version_revision_and_results_date(registry, cli_main, write_yaml):
     import time as clock
     from pathlib import Path
 
@@ -149,7 +149,9 @@ def test_index_says_how_to_cite_with_version_and_results_date(registry, cli_main
            {tr.task.name: [u.id for u in tr.plan().units] for tr in plans}, release=release)
     index = (path.parent / "boards" / "README.md").read_text()
     newest = max(e.time for e in runner.store.read("blobs").units.values())
-    assert f"*relbench {__version__}, results of {clock.strftime('%Y-%m-%d', clock.gmtime(newest))}*" in index
+    day = clock.strftime('%Y-%m-%d', clock.gmtime(newest))
+    # the revision tells releases of one version apart: their numbers differ
+    assert f"*relbench {__version__}, the release drawn at git revision abc1234, results of {day}*" in index
     assert "the reference minus the best score where higher is better, the best score minus the reference where " \
         "lower is better" in index and "a negative gap is how far it beats it" in index
     # the citation file names the same version as the package
