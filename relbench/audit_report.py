@@ -13,6 +13,8 @@ from __future__ import annotations
 import io
 from datetime import datetime, timezone
 
+from relbench.results import THREADS_PREFIX
+
 #: the file ``relbench release`` writes beside the pages
 AUDIT_PAGE = "AUDIT.md"
 
@@ -37,15 +39,20 @@ class Tee(io.TextIOBase):
         return self.kept.getvalue()
 
 
-def report_text(printed: str, command: str, revision: str, environment: str, seconds: float, holds: bool) -> str:
-    """The audit page: a header (the command, the code revision that recomputed, the
-    machine, the date, the wall time and the outcome) and ``printed`` verbatim."""
+def report_text(printed: str, command: str, revision: str, environment: str, seconds: float, holds: bool,
+                tables: dict[str, str] | None = None, what: str = "recomputed a sample of its units from scratch "
+                                                                  "(a fresh cache and store)") -> str:
+    """The audit page: a header (the command, what it did, the tables it read with their
+    sha256, the code revision, the machine, the date, the wall time and the outcome) and
+    ``printed`` verbatim. ``environment``'s torch thread count is left out: it is the
+    command's own, not the count the units were recomputed at, which ``printed`` states."""
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     outcome = "everything holds (exit 0)" if holds else "there are findings (exit 1): read them below"
+    machine = ", ".join(part for part in environment.split(", ") if not part.startswith(THREADS_PREFIX))
+    read = "; ".join(f"`{path}` (sha256 `{digest}`)" for path, digest in (tables or {}).items())
     return (f"# Reproduction audit\n\n"
             f"Written by `relbench verify`; do not edit by hand. The command `{command}` checked the "
-            f"release's integrity and recomputed a sample of its units from scratch (a fresh cache and "
-            f"store), with the code at revision `{revision}`, on {environment}, on {when}, in "
-            f"{seconds / 60:.1f} min. Outcome: {outcome}.\n\n"
+            f"release's integrity and {what}, with the code at revision `{revision}`, on {machine}, on {when}, "
+            f"in {seconds / 60:.1f} min.{f' Tables read: {read}.' if read else ''} Outcome: {outcome}.\n\n"
             f"```text\n{printed.rstrip()}\n```\n")
 

@@ -231,6 +231,11 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the sample (default 0)")
     verify.add_argument("--release", type=Path, help="the release's results table (default: results.parquet in "
                                                      "leaderboards/ at the top of the checkout holding the tasks file)")
+    verify.add_argument("--against", type=Path, metavar="OTHER",
+                        help="compare the release with another results table (e.g. the previous release's "
+                             "results.parquet) instead of recomputing: every planned unit both hold, row by row, "
+                             "bitwise where both computed on the same machine and thread count, else within the "
+                             "stated tolerance")
     verify.add_argument("--report", type=Path, metavar="FILE",
                         help="also write what the audit prints to FILE (markdown, headed by the command, revision, "
                              "machine, date and wall time): the audit a release publishes")
@@ -708,11 +713,23 @@ def _cmd_release(args, registry) -> int:
 def _cmd_verify(args, registry) -> int:
     from relbench.bundle import SUFFIX, verify_bundle
     from relbench.console import set_quiet
-    from relbench.verify import SAMPLE, verify
+    from relbench.verify import SAMPLE, verify, verify_against
 
     set_quiet(args.quiet)
+    against = getattr(args, "against", None)
     try:
-        if args.tasks.suffix == SUFFIX:
+        if against is not None:
+            if args.tasks.suffix == SUFFIX:
+                raise UserError(f"{args.tasks} is a bundle: --against compares two releases; leave it out.")
+            if args.sample is not None:
+                raise UserError("--against compares every unit both tables hold and recomputes none; leave out "
+                                "--sample.")
+            if not against.is_file():
+                raise UserError(f"--against {against}: no such file; pass another release's results table, e.g. "
+                                f"a checkout of its tag's `leaderboards/results.parquet`.")
+            compared = lambda: verify_against(args.tasks, args.release, against, registry, args.quiet)  # noqa: E731
+            holds = _reported(args, compared) if args.report else compared()
+        elif args.tasks.suffix == SUFFIX:
             if args.release:
                 raise UserError(f"{args.tasks} is a bundle: its rows are the ones verified; leave out --release.")
             if args.report:
@@ -746,8 +763,19 @@ def _reported(args, audit) -> bool:
     with contextlib.redirect_stdout(tee):
         holds = audit()
     release = f" --release {args.release}" if args.release else ""
-    command = f"relbench verify {args.tasks} --sample {args.sample or SAMPLE} --seed {args.seed}{release}"
-    text = report_text(tee.text(), command, git_revision(), environment(), time.monotonic() - start, holds)
+    against = getattr(args, "against", None)
+    command = f"relbench verify {args.tasks}{release} --against {against}" if against else \
+        f"relbench verify {args.tasks} --sample {args.sample or SAMPLE} --seed {args.seed}{release}"
+    from relbench.cache import file_sha256
+    from relbench.leaderboard import RELEASE
+    from relbench.publish import default_folder
+
+    release_table = args.release or default_folder(args.tasks) / RELEASE
+    tables = {str(t): file_sha256(t) for t in (release_table, against) if t is not None and t.is_file()}
+    what = "compared it row by row with another results table (nothing recomputed)" if against else \
+        "recomputed a sample of its units from scratch (a fresh cache and store)"
+    text = report_text(tee.text(), command, git_revision(), environment(), time.monotonic() - start, holds, tables,
+                       what)
     atomic_write_bytes(args.report, text.encode())
     print(f"wrote the audit to {args.report}")
     return holds

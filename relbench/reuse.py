@@ -47,11 +47,17 @@ RELEASE_STATEMENT = re.compile(r"\*\*Release\.\*\*.*? at git revision `(?P<revis
                                r"from `(?P<tasks>[^`]+)` \(sha256 `(?P<sha256>[0-9a-f]+)`\)")
 
 
-def read_release(path: Path) -> pd.DataFrame:
-    """The flat rows of a release's ``results.parquet``; :class:`UserError` when it cannot
-    be read or is not a results table."""
+def read_release(path: Path, columns: set[str] | None = None) -> pd.DataFrame:
+    """The flat rows of a release's ``results.parquet`` (only those of ``columns`` it has,
+    when given: a whole release read with its hundreds of columns takes gigabytes);
+    :class:`UserError` when it cannot be read or is not a results table."""
     try:
-        rows = pd.read_parquet(path)
+        if columns is not None:
+            import pyarrow.parquet as pq
+
+            columns = [c for c in pq.read_schema(path).names if c in columns | {"task", "unit", "metric", "value",
+                                                                                   "status"}]
+        rows = pd.read_parquet(path, columns=columns)
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot read the release {path} ({exc}); pass the results table of a release, e.g. "
                         f"`leaderboards/results.parquet`.") from None

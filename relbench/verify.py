@@ -21,6 +21,13 @@ Two parts, both reported plainly (a mismatch is a finding, never a crash):
    relbench's computations are deterministic for fixed seeds; elsewhere within a stated
    tolerance (:func:`tolerance`), at most half the cell's 95 % interval where the
    release's per-sample predictions give one.
+
+With ``--against OTHER`` the second part compares the release with another results table
+instead of recomputing (:func:`verify_against`): every unit of the plan that both hold,
+row by row, by the same rules but for the interval (rows of different machines are held
+to the stated tolerance: a bootstrap per row of a whole release would take hours). Two
+releases of the same plan computed on one machine at one thread count agree bit for bit,
+so this checks a new release against the last one in minutes.
 """
 
 from __future__ import annotations
@@ -291,7 +298,9 @@ def _norm(value: Any) -> Any:
 def _keyed(rows: pd.DataFrame, columns: list[str]) -> dict[tuple, dict]:
     """Rows by ``(metric, cell values…, occurrence)``: a unit's rows of one metric and cell."""
     keyed, seen = {}, defaultdict(int)
-    for row in rows.to_dict("records"):
+    names = list(rows.columns)
+    for values in zip(*(rows[name].tolist() for name in names)):  # a whole release: to_dict takes minutes
+        row = dict(zip(names, values))
         cell = (row["metric"], *(_norm(row.get(c)) for c in columns))
         keyed[(*cell, seen[cell])] = row
         seen[cell] += 1
@@ -365,23 +374,27 @@ def _judge(published: dict | None, recomputed: dict | None, interval) -> dict:
     return {**out, "delta": delta, "rule": rule, "tolerance": limit, "within": delta <= limit}
 
 
-def compare(sample: list[Sampled], task_runs: list, rows: pd.DataFrame, recomputed: dict[str, pd.DataFrame]
-            ) -> pd.DataFrame:
+def compare(sample: list[Sampled], task_runs: list, rows: pd.DataFrame, recomputed: dict[str, pd.DataFrame],
+            intervals: bool = True) -> pd.DataFrame:
     """One row per published or recomputed row of the sampled units, paired by unit,
-    metric and cell (:func:`_judge`); ``recomputed`` maps a task to its run's rows."""
+    metric and cell (:func:`_judge`); ``recomputed`` maps a task to its run's rows.
+    Without ``intervals``, rows not compared bitwise are held to the stated tolerance
+    alone (no bootstrap of the published cell)."""
     runs = {tr.task.name: tr for tr in task_runs}
     published_units = by_task_unit(rows)
+    mine_units = by_task_unit(pd.concat([r.assign(task=t) for t, r in recomputed.items()])) if recomputed else {}
+    none = pd.DataFrame({"unit": []})
     out = []
     for s in sample:
         task_run = runs[s.task]
         columns = ["seed", *task_run.kind.columns]
         metrics = {m.label: m.build() for m in task_run.task.metrics}
         published = published_units[s.task, s.unit.id]
-        mine = recomputed.get(s.task, pd.DataFrame({"unit": []}))
-        pub, rec = _keyed(published, columns), _keyed(mine[mine["unit"] == s.unit.id], columns)
+        pub, rec = _keyed(published, columns), _keyed(mine_units.get((s.task, s.unit.id), none), columns)
         index = {key: i for key, i in zip(pub, published.index)}
         for key in [*pub, *(k for k in rec if k not in pub)]:
-            interval = functools.partial(half_interval, published, index.get(key), columns, metrics.get(key[0]))
+            interval = functools.partial(half_interval, published, index.get(key), columns, metrics.get(key[0])) \
+                if intervals else (lambda: None)
             cell = {c: v for c, v in zip(columns, key[1:-1]) if v is not None and c not in s.unit.display}
             out.append({"task": s.task, "unit": s.unit.id, "metric": key[0],
                         "cell": ", ".join(f"{c}={v}" for c, v in cell.items()),
@@ -485,6 +498,68 @@ def verify(tasks_file: Path, release: Path | None, size: int, seed: int, registr
                  lambda task_runs: integrity(task_runs, rows, tasks_file, release)).holds
 
 
+#: the columns the integrity check reads (:func:`integrity`), besides a results table's own
+INTEGRITY_COLUMNS = frozenset({"git", "packages", "relbench", "environment"})
+
+
+def verify_against(tasks_file: Path, release: Path | None, other: Path, registry, quiet: bool = False) -> bool:
+    """Check the integrity of ``release`` (default as :func:`verify`), then compare it with
+    the results table ``other`` (another release's ``results.parquet``) on every unit of
+    ``tasks_file``'s plan that both hold, row by row (:func:`compare`, without intervals);
+    print the findings, the units each table holds and the comparison; return whether
+    everything holds (no finding, every compared row within tolerance, at least one unit
+    compared). Nothing is recomputed; planning runs in a temporary cache, as
+    :func:`verify`'s does, so nothing is written outside temporary folders."""
+    from relbench.config import load_suite
+    from relbench.leaderboard import RELEASE
+    from relbench.publish import default_folder
+    from relbench.runner import Runner
+
+    if not tasks_file.is_file():
+        raise UserError(f"{tasks_file}: no such tasks file. Pass the tasks file of the release, e.g. "
+                        f"`relbench verify tasks.yaml --against OLD/results.parquet`.")
+    release = release or default_folder(tasks_file) / RELEASE
+    for table in (release, other):
+        read_release(table, columns=set())  # either unreadable: said before the plan is made
+    with tempfile.TemporaryDirectory(prefix="relbench-verify-") as folder, fresh_cache(Path(folder) / "cache"):
+        suite = load_suite(tasks_file, registry)
+        suite.cache_dir = Path(folder) / "cache"
+        runner = Runner(suite, registry, quiet=quiet, output=Path(folder) / "results",
+                        command=f"relbench verify {release} --against {other}")
+        task_runs = runner.plans()
+    columns = {"device", "environment", "seed", *(c for tr in task_runs for c in tr.kind.columns)}
+    rows, theirs = read_release(release, columns | INTEGRITY_COLUMNS), read_release(other, columns)
+    findings = [f"task {line}" for line in runner.stats.failures] + integrity(task_runs, rows, tasks_file, release)
+    _print_findings(release, tasks_file, findings, RELEASE_CHECKS)
+    held = [set(zip(t["task"].astype(str), t["unit"].astype(str))) for t in (rows, theirs)]
+    planned = [Sampled(tr.task.name, tr.kind.name, unit) for tr in task_runs for unit in tr.plan().units]
+    shared = [s for s in planned if all((s.task, s.unit.id) in h for h in held)]
+    counts = [sum((s.task, s.unit.id) in h for s in planned) for h in held]
+    print(f"\nunits of the plan ({len(planned)}): {counts[0]} in {release}, {counts[1]} in {other}; "
+          f"{len(shared)} in both, compared row by row (nothing recomputed).")
+    compared = [c for c in rows if c in columns | {"task", "unit", "metric", "value", "status"}]
+    table = compare(shared, task_runs, rows[compared], dict(iter(theirs.groupby("task", sort=False))),
+                    intervals=False)
+    print(f"\n{other} minus {release}, per metric:\n")
+    print(metric_table(table))
+    print(f"\n{AGAINST_RULES}")
+    outside = table[~table["within"]]
+    if len(outside):
+        print(f"\n{unit_count(outside)} of {_count(unit_count(table), 'unit')} ({len(outside)} of "
+              f"{_count(len(table), 'row')}) fall outside tolerance:\n")
+        print(outside_table(table).replace("recomputed", "other"))
+    elif len(table):
+        print(f"\nall {_count(unit_count(table), 'unit')} ({_count(len(table), 'row')}) within tolerance.")
+    return not findings and not table.empty and outside.empty
+
+
+#: the rules of :func:`verify_against`: :data:`RULES` without the interval
+AGAINST_RULES = (f"Rules: {BITWISE} (|Δ| = 0) where both tables' rows were computed on "
+                 f"{', '.join(sorted(DETERMINISTIC_DEVICES))} of the same CPU model with the same kernels and "
+                 f"thread count (their rows' environment); elsewhere the {STATED} |Δ| ≤ {ABSOLUTE:g} + "
+                 f"{RELATIVE:g}·|published|.")
+
+
 #: what the integrity check of a release checked, said when it holds
 RELEASE_CHECKS = ("every row has a clean git revision, every planned unit has rows under the plan's identity, the "
                   "release was drawn from this tasks file, and the versions recorded are the ones here.")
@@ -547,7 +622,11 @@ def recompute(runner, task_runs: list, rows: pd.DataFrame, sample: list[Sampled]
                   frozenset((s.task, s.unit.id) for s in sample))
     runner.stats.failures.clear()  # planning failures are findings already; what remains are the run's own
     runner.only = names
-    with fixed_threads(published_threads(rows, ids)):
+    threads = published_threads(rows, ids)
+    print(f"\nrecomputing at {threads} torch thread{'' if threads == 1 else 's'}, every other native pool the same "
+          f"(the count the sampled units' rows name)" if threads else
+          "\nrecomputing at this machine's default thread counts (the sampled units' rows name none)")
+    with fixed_threads(threads):
         runner.run()
     return {name: runner.store.load(name, units=[s.unit.id for s in sample if s.task == name]) for name in names}
 

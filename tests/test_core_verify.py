@@ -375,13 +375,92 @@ def test_a_fresh_cache_reads_the_installed_data_sets_and_nothing_else(tmp_path, 
 
 
 def test_a_report_keeps_what_the_audit_printed_under_its_command_and_outcome(release, cli_main, capsys, tmp_path):
-    path, _ = release
+    from relbench.cache import file_sha256
+    from relbench.results import threads_named
+
+    path, table = release
     report = tmp_path / "audit" / "AUDIT.md"
     assert _verify(cli_main, path, "--sample", "2", "--report", str(report)) == 0
     printed = capsys.readouterr().out
     text = report.read_text()
     assert text.startswith("# Reproduction audit") and "Outcome: everything holds (exit 0)" in text
-    assert f"`relbench verify {path} --sample 2 --seed 0" in text and "torch threads" in text
-    body = text.split("```text\n", 1)[1].rsplit("\n```", 1)[0]
+    assert f"`relbench verify {path} --sample 2 --seed 0" in text
+    header, body = text.split("```text\n", 1)
+    # the audited table is named with its digest; the header names the machine, not the command's own thread
+    # count, and the body says the count the sample was recomputed at: the one its rows name
+    assert f"`{table}` (sha256 `{file_sha256(table)}`)" in header and "torch threads" not in header
+    named = threads_named(pd.read_parquet(table)["environment"].iloc[0])
+    assert f"recomputing at {named} torch thread" in body
+    body = body.rsplit("\n```", 1)[0]
     assert body and body in printed  # verbatim: what the reader of the page sees is what was printed
     assert _verify(cli_main, path, "--sample", "2", "--report", str(tmp_path)) == 2  # a folder, not a file
+
+
+def _against(cli_main, path: Path, other: Path, *args: str) -> int:
+    return cli_main(["verify", str(path), "-q", "--against", str(other), *args])
+
+
+def test_against_a_second_release_of_the_same_plan_compares_every_unit_bitwise(release, cli_main, capsys,
+                                                                                  tmp_path):
+    """Two releases of one plan computed on one machine: every row both hold agrees bit
+    for bit, nothing is recomputed, exit 0; the units each table holds are counted."""
+    path, table = release
+    rows = pd.read_parquet(table)
+    other = tmp_path / "previous.parquet"
+    dropped = rows["unit"].iloc[0]
+    rows[rows["unit"] != dropped].to_parquet(other, index=False)  # the older release lacks a unit
+    assert _against(cli_main, path, other) == 0
+    out = capsys.readouterr().out
+    units = rows["unit"].nunique()
+    assert "holds:" in out and "FINDING" not in out and "from scratch" not in out and "nothing recomputed" in out
+    assert f"{units} in {table}, {units - 1} in {other}; {units - 1} in both" in out
+    assert "bitwise" in out and f"all {units - 1} units (" in out
+
+
+def test_against_names_a_row_that_moved_and_exits_1(release, cli_main, capsys, tmp_path):
+    path, table = release
+    rows = pd.read_parquet(table)
+    moved = rows[(rows["metric"] == "accuracy") & (rows["task"] == "blobs")].index[3]
+    rows.loc[moved, "value"] += 1e-12  # the last bits: a bitwise comparison sees it
+    other = tmp_path / "other.parquet"
+    rows.to_parquet(other, index=False)
+    assert _against(cli_main, path, other) == 1
+    out = capsys.readouterr().out
+    total = rows["unit"].nunique()
+    assert f"1 of {total} units (1 of {len(rows)} rows) fall outside tolerance" in out
+    assert rows.loc[moved, "unit"][:12] in out.split("fall outside tolerance")[1]
+    assert "other" in out.split("fall outside tolerance")[1].splitlines()[2]  # the table names the other table
+
+
+def test_against_rows_of_another_machine_are_held_to_the_stated_tolerance(release, cli_main, capsys, tmp_path):
+    path, table = release
+    rows = pd.read_parquet(table)
+    rows["environment"] = rows["environment"].str.replace(r"CPU [^,]+", "CPU Another Processor", regex=True)
+    carrier = rows[rows["metric"] == "accuracy"].index[0]
+    rows.loc[carrier, "value"] += 1e-4  # within 1e-6 + 1e-3·|value|
+    other = tmp_path / "other.parquet"
+    rows.to_parquet(other, index=False)
+    assert _against(cli_main, path, other) == 0
+    out = capsys.readouterr().out
+    assert "stated tolerance" in out.split("Rules:")[0] and "half the 95 % interval" not in out
+    rows.loc[carrier, "value"] += 0.05
+    rows.to_parquet(other, index=False)
+    assert _against(cli_main, path, other) == 1
+
+
+def test_against_user_errors_exit_2_without_a_traceback(release, cli_main, capsys, tmp_path):
+    path, table = release
+    for args, said in (([str(tmp_path / "none.parquet")], "no such file"),
+                       ([str(table), "--sample", "3"], "leave out --sample"),
+                       ([str(path)], "cannot read the release")):  # a tasks file, not a results table
+        assert cli_main(["verify", str(path), "--against", *args]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err, err
+
+
+def test_against_writes_an_audit_report_under_its_own_command(release, cli_main, capsys, tmp_path):
+    path, table = release
+    report = tmp_path / "AGAINST.md"
+    assert cli_main(["verify", str(path), "-q", "--against", str(table), "--report", str(report)]) == 0
+    text = report.read_text()
+    assert f"relbench verify {path} --against {table}" in text and "in both, compared row by row" in text
