@@ -135,6 +135,7 @@ def test_the_page_draws_a_curve_per_method_with_its_95_percent_budget(tmp_path):
     assert (tmp_path / "figures" / "blobs" / "budget-random-cosine-relative.svg").exists()
     assert page.headline["best"] == "random · cosine · relative" and page.headline["budget"] in (4, 8, 32)
     assert "non-stitched" in text and "own" in text
+    assert "kept" not in text  # no method prunes its anchors: no column for it
     sentence = AnchorBudget().meaning(page.headline, "higher")
     assert sentence.startswith(f"random · cosine · relative needs {page.headline['budget']} of its 32 anchors (95 % "
                                f"interval ")
@@ -150,3 +151,32 @@ def test_the_stitching_kind_keeps_its_parameters_columns_and_plan():
     stitching = make_task(Stitching, encoders=["a", "b"], metrics=[spec(Accuracy)], seeds=[0, 1], num_anchors=32,
                           grid=task.grid)
     assert AnchorBudget().plan(task) == Stitching().plan(stitching)
+
+
+def test_a_method_that_prunes_its_anchors_shows_how_many_it_kept_beside_those_it_was_given(tmp_path):
+    """IRP prunes the anchors it is given (farthest-point sampling to δ) and inverts only
+    those it keeps: the page's *kept* column is the mean of its ``anchors_kept`` diagnostic
+    over its stitched rows, per budget; a method that keeps every anchor shows -."""
+    from relbench_irp.stitchers import IRPStitcher
+
+    task = _task([spec(RandomAnchors)], stitchers=[spec(RelativeDecoder, **HEAD), spec(IRPStitcher, **HEAD)],
+                 budgets=[8, 32])
+    run = RecordingRun(task, banks=_banks(), dataset=DATA)
+    run.run()
+    df = run.frame()
+    text = AnchorBudget(budgets=[8, 32]).page(df, Page(tmp_path, "blobs"))
+    assert "*kept*: the mean anchors the fit kept" in text
+    curve = text.split("by anchor budget")[1]
+    header = next(line for line in curve.splitlines() if line.startswith("| selector"))
+    names = [h.strip() for h in header.strip("|").split("|")]
+    assert names[names.index("used") + 1] == "kept"
+    for budget in (8, 32):
+        irp = df[(df["stitcher"] == "irp") & (df["metric"] == "anchors_kept") & (df["num_anchors"] == budget)
+                 & (df["source"] != df["target"])]
+        expected = irp.groupby("seed")["value"].mean().mean()  # mean over seeds of each seed's mean
+        assert 1 <= expected < budget  # pruned
+        row = next(line for line in curve.splitlines() if "| irp " in line and f"| {budget} " in line)
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[names.index("kept")] == f"{expected:.1f}"
+    relative = next(line for line in curve.splitlines() if "| relative " in line and "| 32 " in line)
+    assert [c.strip() for c in relative.strip("|").split("|")][names.index("kept")] == "-"

@@ -38,6 +38,9 @@ pd = deferred_import("pandas")
 FRACTION = 0.95
 #: that share as the page writes it
 SHARE = f"{round(FRACTION * 100)} %"
+#: the diagnostic a stitcher that prunes the anchors it is given reports (IRP's farthest-point pruning):
+#: the anchors its fit kept, shown beside *used* where any combination reports it
+KEPT = "anchors_kept"
 #: draws of the mean curve behind the 95 % budget's interval, and the seed of their generator
 RESAMPLES = 2000
 DRAWS_SEED = 0
@@ -46,7 +49,9 @@ DRAWS_SEED = 0
 def seed_scores(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     """One row per (combination, budget, seed): ``value``, the mean of ``metric`` over the
     combination's stitched pairs (its own pairs where it has no stitched one), ``used``,
-    the mean anchors fitted with, and ``stitched``, whether the value is over stitched pairs."""
+    the mean anchors fitted with, ``kept``, the mean anchors its fit kept of those on its
+    stitched pairs (its :data:`KEPT` diagnostic; NaN where it reports none), and
+    ``stitched``, whether the value is over stitched pairs."""
     d = df[(df["metric"] == metric) & (df["status"] == "ok")].copy()
     for col in COMBO:
         d[col] = d[col].fillna("-")
@@ -55,8 +60,12 @@ def seed_scores(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     d = d[d["off"] == has_off]
     keys = [*COMBO, "num_anchors", "seed"]
     out = d.groupby(keys, dropna=False).agg(value=("value", "mean"), used=("anchors_used", "mean"),
-                                            stitched=("off", "any"))
-    return out.reset_index()
+                                            stitched=("off", "any")).reset_index()
+    kept = df[(df["metric"] == KEPT) & (df["status"] == "ok")].copy()
+    for col in COMBO:
+        kept[col] = kept[col].fillna("-")
+    kept = kept[kept["source"] != kept["target"]].groupby(keys, dropna=False)["value"].mean().rename("kept")
+    return out.merge(kept.reset_index(), on=keys, how="left") if len(kept) else out.assign(kept=np.nan)
 
 
 def smallest_budget(curve: np.ndarray, budgets: np.ndarray, higher: bool, fraction: float = FRACTION) -> int:
@@ -94,10 +103,10 @@ def method_summary(scores: pd.DataFrame, higher: bool) -> pd.DataFrame:
             continue
         k, lo, hi = budget_interval(wide.to_numpy(), budgets, higher)
         full = wide[budgets[-1]]
-        used = g[g["num_anchors"] == k]["used"].mean()
+        at = g[g["num_anchors"] == k]
         out.append({**dict(zip(COMBO, combo)), "full": full.mean(), "full_ci": seed_interval(full.tolist()),
                     "largest": int(budgets[-1]), "budget": k, "budget_lo": lo, "budget_hi": hi,
-                    "used": used, "seeds": len(wide)})
+                    "used": at["used"].mean(), "kept": at["kept"].mean(), "seeds": len(wide)})
     frame = pd.DataFrame(out)
     return frame.sort_values("full", ascending=not higher, kind="stable") if len(frame) else frame
 
@@ -108,7 +117,7 @@ def curve_table(scores: pd.DataFrame) -> pd.DataFrame:
     for (*combo, budget), g in scores.groupby([*COMBO, "num_anchors"], sort=False):
         lo, hi = seed_interval(g["value"].tolist())
         rows.append({**dict(zip(COMBO, combo)), "num_anchors": int(budget), "mean": g["value"].mean(),
-                     "lo": lo, "hi": hi, "used": g["used"].mean(), "seeds": len(g),
+                     "lo": lo, "hi": hi, "used": g["used"].mean(), "kept": g["kept"].mean(), "seeds": len(g),
                      "stitched": bool(g["stitched"].all())})
     return pd.DataFrame(rows).sort_values([*COMBO, "num_anchors"], kind="stable")
 
@@ -147,7 +156,8 @@ def budget_page(df: pd.DataFrame, page: Page, measured: Measured | None) -> str:
     metric, direction, summary, curves = measured.metric, measured.direction, measured.summary, measured.curves
     page.headline = headline_of(summary, curves, metric)
     references = curves[curves["num_anchors"] == 0]
-    lines = [f"### Anchors needed for {SHARE} of the full-budget {metric}\n", SUMMARY_LEGEND,
+    lines = [f"### Anchors needed for {SHARE} of the full-budget {metric}\n",
+             SUMMARY_LEGEND + (KEPT_LEGEND if _pruned(summary) else ""),
              _summary_table(summary, metric, direction),
              f"\n### {arrow(metric, direction)} by anchor budget (mean over seeds [95 % interval])\n",
              CURVE_LEGEND, _curve_table(curves)]
@@ -167,8 +177,13 @@ SUMMARY_LEGEND = (
     f"{RESAMPLES} draws of the mean curve from the multivariate Student-t its seeds imply (paired across budgets: "
     "the budgets' anchor sets are nested, each a prefix of one selection per seed; at each budget the spread of "
     "its t-interval over seeds), from the 2.5th to the 97.5th percentile, each end a budget of the sweep. *used*: "
-    "the anchors the decoder was fitted with at that budget (fewer than asked where the selector stops early by "
+    "the anchors the decoder was given at that budget (fewer than asked where the selector stops early by "
     "design).\n")
+#: what the *kept* column says, where a combination reports its pruned anchors
+KEPT_LEGEND = (
+    "*kept*: the mean anchors the fit kept of those it was given, where a method prunes them (IRP's farthest-point "
+    "pruning to δ: its decoder inverts only the kept ones, so its budget is what pruning starts from); - where a "
+    "method keeps every anchor it is given.\n")
 #: what the curve table says, once above it
 CURVE_LEGEND = (
     "*pairs*: *stitched* (a decoder evaluated on another encoder than its own) or, for a reference without "
@@ -177,18 +192,32 @@ CURVE_LEGEND = (
 
 
 def _summary_table(summary: pd.DataFrame, metric: str, direction: str) -> str:
+    pruned = _pruned(summary)
     rows = [[*(r[c] for c in COMBO), f"{fmt(r['full'])} {fmt_interval(*r['full_ci'])}", r["largest"],
-             f"{r['budget']} [{r['budget_lo']}, {r['budget_hi']}]", _used(r["used"]), r["seeds"]]
+             f"{r['budget']} [{r['budget_lo']}, {r['budget_hi']}]", _used(r["used"]),
+             *([_kept(r["kept"])] if pruned else []), r["seeds"]]
             for _, r in summary.iterrows()]
     return table(rows, headers=[*COMBO, f"full-budget {arrow(metric, direction)} [95 % CI]", "largest budget",
-                                f"{SHARE} budget [95 % CI]", "used", "seeds"])
+                                f"{SHARE} budget [95 % CI]", "used", *(["kept"] if pruned else []), "seeds"])
 
 
 def _curve_table(curves: pd.DataFrame) -> str:
+    pruned = _pruned(curves)
     rows = [[*(r[c] for c in COMBO), r["num_anchors"] or "none", "stitched" if r["stitched"] else "own",
-             _used(r["used"]), f"{fmt(r['mean'])} {fmt_interval(r['lo'], r['hi'])}", r["seeds"]]
+             _used(r["used"]), *([_kept(r["kept"])] if pruned else []),
+             f"{fmt(r['mean'])} {fmt_interval(r['lo'], r['hi'])}", r["seeds"]]
             for _, r in curves.iterrows()]
-    return table(rows, headers=[*COMBO, "budget", "pairs", "used", "score [95 % CI]", "seeds"])
+    return table(rows, headers=[*COMBO, "budget", "pairs", "used", *(["kept"] if pruned else []), "score [95 % CI]",
+                                "seeds"])
+
+
+def _pruned(frame: pd.DataFrame) -> bool:
+    """Whether any combination of ``frame`` reports the anchors it kept (:data:`KEPT`)."""
+    return "kept" in frame and bool(frame["kept"].notna().any())
+
+
+def _kept(value: float) -> str:
+    return "-" if value is None or pd.isna(value) else f"{value:.1f}"
 
 
 def _used(value: float) -> str:
