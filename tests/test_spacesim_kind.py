@@ -121,3 +121,23 @@ def test_the_board_draws_each_measure_s_matrix_of_seed_means(tmp_path):
         assert cell["low"] <= cell["score"] <= cell["high"]
     ab = next(c for c in cells if (c["metric"], c["source"], c["target"]) == ("linear-cka", "a", "b"))
     assert ab["score"] == pytest.approx(1.0)  # a rotation
+
+
+def test_the_page_says_which_samples_every_measure_compares_and_each_measure_s_parameters(tmp_path):
+    """The samples (at most max_samples of each seed's test draw) and a measure's own
+    parameters (k of the k-NN measures) are on the page, from the rows' inputs, whether
+    a store loaded them (nested) or a release holds them (flat columns)."""
+    df = run_task(tmp_path, [LinearCKA, CKNNA], max_samples=20)
+    recorded = {"cknna": {"unit": {"measure": {"class": "relbench_spacesim.measures:CKNNA",
+                                               "params": {"topk": 10, "normalize": True}}}},
+                "linear-cka": {"unit": {"measure": {"class": "relbench_spacesim.measures:LinearCKA", "params": {}}}}}
+    df["inputs"] = df["metric"].map(recorded)  # as a loaded store gives every row its unit's inputs
+    body = SpaceSimilarity(max_samples=20).page(df, Page(tmp_path / "pages", "t"))
+    assert "the same samples: at most 20 of each seed's test draw (a seeded subset)" in body
+    cknna = body.split("### cknna")[1]
+    assert "Parameters: normalize = True, topk = 10." in cknna
+    assert "Parameters" not in body.split("### linear-cka")[1].split("### cknna")[0]  # it has none
+    flat = df.drop(columns=["inputs"]).assign(**{"inputs.unit.measure.params.topk": df["metric"].map(
+        {"cknna": 10}), "inputs.unit.measure.params.normalize": df["metric"].map({"cknna": True})})
+    assert "Parameters: normalize = True, topk = 10." in SpaceSimilarity().page(flat, Page(tmp_path / "p2", "t"))
+    assert "each seed's whole test draw" in SpaceSimilarity(max_samples=0).page(df, Page(tmp_path / "p3", "t"))

@@ -129,8 +129,12 @@ class SpaceSimilarity(TaskKind):
         beside = (f"Each measure's matrix is drawn as [{self.stitching_task}]({self.stitching_task}.md)'s per-pair "
                   f"heatmaps are (rows: source, columns: target), to be read beside them.\n\n"
                   if self.stitching_task else "")
-        return beside + "\n".join(_heatmap_section(metric, g, page) + _matrix(metric, g)
-                                   for metric, g in ok.groupby("metric", sort=False))
+        subset = (f"at most {self.max_samples:,} of each seed's test draw (a seeded subset)" if self.max_samples
+                  else "each seed's whole test draw")
+        samples = (f"Every measure compares the encoders on the same samples: {subset}, their test embeddings as "
+                   f"the encoders give them; each measure's own parameters are under its table.\n\n")
+        return beside + samples + "\n".join(_heatmap_section(metric, g, page) + _matrix(metric, g)
+                                             for metric, g in ok.groupby("metric", sort=False))
 
     def companion_tasks(self) -> tuple[str, ...]:
         """The ``stitching_task``, when set."""
@@ -184,5 +188,22 @@ def _matrix(metric: str, g: pd.DataFrame) -> str:
                 f"{fmt(per_seed.mean())} {fmt_interval(*seed_interval(per_seed))}" if len(per_seed) else "n/a"))
         body.append([source] + cells)
     better = {"higher": "higher is more similar", "lower": "lower is more similar"}.get(direction, "")
+    params = measure_params(g)
+    given = ("Parameters: " + ", ".join(f"{k} = {v}" for k, v in params.items()) + ".\n\n") if params else ""
     return (f"### {arrow(metric, direction)}\n\n{better}; rows: source, columns: target.\n\n"
-            + table(body, headers=["source \\ target"] + encoders, keep=1) + "\n")
+            + table(body, headers=["source \\ target"] + encoders, keep=1) + "\n\n" + given)
+
+
+def measure_params(g: pd.DataFrame) -> dict[str, object]:
+    """The parameters a measure's units record for it (``topk``, ``dims``, ``normalize`` …,
+    sorted; none where it has none), from the flat columns of a release or the nested
+    ``inputs`` of a loaded store."""
+    prefix = "inputs.unit.measure.params."
+    flat = {c[len(prefix):]: g[c].dropna() for c in g.columns if c.startswith(prefix)}
+    if flat:
+        return {k: v.iloc[0] for k, v in sorted(flat.items()) if len(v)}
+    for inputs in g["inputs"] if "inputs" in g else ():
+        measure = inputs.get("unit", {}).get("measure") if isinstance(inputs, dict) else None
+        if isinstance(measure, dict):
+            return {k: v for k, v in sorted((measure.get("params") or {}).items()) if v is not None}
+    return {}
