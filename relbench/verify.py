@@ -427,13 +427,14 @@ def metric_table(table: pd.DataFrame) -> str:
                     tablefmt="simple", disable_numparse=True)
 
 
-def outside_table(table: pd.DataFrame) -> str:
-    """The rows outside tolerance (the first :data:`SHOWN`, then how many more)."""
+def outside_table(table: pd.DataFrame, compared: str = "recomputed") -> str:
+    """The rows outside tolerance (the first :data:`SHOWN`, then how many more; the
+    second value's column headed ``compared``)."""
     bad = table[~table["within"]]
     lines = [[r.task, r.unit[:12], r.metric, r.cell, _number(r.published), _number(r.recomputed), _number(r.delta),
               _number(r.tolerance)] for r in bad.head(SHOWN).itertuples()]
     more = f"\n… and {len(bad) - SHOWN} more" if len(bad) > SHOWN else ""
-    return tabulate(lines, headers=["task", "unit", "metric", "cell", "published", "recomputed", "|Δ|", "tolerance"],
+    return tabulate(lines, headers=["task", "unit", "metric", "cell", "published", compared, "|Δ|", "tolerance"],
                     tablefmt="simple", disable_numparse=True) + more
 
 
@@ -541,16 +542,7 @@ def verify_against(tasks_file: Path, release: Path | None, other: Path, registry
     table = compare(shared, task_runs, rows[compared], dict(iter(theirs.groupby("task", sort=False))),
                     intervals=False)
     print(f"\n{other} minus {release}, per metric:\n")
-    print(metric_table(table))
-    print(f"\n{AGAINST_RULES}")
-    outside = table[~table["within"]]
-    if len(outside):
-        print(f"\n{unit_count(outside)} of {_count(unit_count(table), 'unit')} ({len(outside)} of "
-              f"{_count(len(table), 'row')}) fall outside tolerance:\n")
-        print(outside_table(table).replace("recomputed", "other"))
-    elif len(table):
-        print(f"\nall {_count(unit_count(table), 'unit')} ({_count(len(table), 'row')}) within tolerance.")
-    return not findings and not table.empty and outside.empty
+    return _print_judged(table, AGAINST_RULES, "other") and not findings
 
 
 #: the rules of :func:`verify_against`: :data:`RULES` without the interval
@@ -652,13 +644,20 @@ def _print_comparison(table: pd.DataFrame, stats) -> bool:
           f"afterwards); recomputed minus published, per metric:\n")
     for failure in stats.failures:
         print(f"  failed while recomputing: {failure.splitlines()[0]}")
+    return _print_judged(table, RULES)
+
+
+def _print_judged(table: pd.DataFrame, rules: str, compared: str = "recomputed") -> bool:
+    """The comparison's per-metric table, its ``rules`` and the rows outside tolerance (their
+    second value headed ``compared``) or that every row is within; whether every row is,
+    and there is at least one."""
     print(metric_table(table))
-    print(f"\n{RULES}")
+    print(f"\n{rules}")
     outside = table[~table["within"]]
     if len(outside):
         print(f"\n{unit_count(outside)} of {_count(unit_count(table), 'unit')} ({len(outside)} of "
               f"{_count(len(table), 'row')}) fall outside tolerance:\n")
-        print(outside_table(table))
-    else:
+        print(outside_table(table, compared))
+    elif len(table):
         print(f"\nall {_count(unit_count(table), 'unit')} ({_count(len(table), 'row')}) within tolerance.")
     return outside.empty and not table.empty
