@@ -511,10 +511,8 @@ def verify_against(tasks_file: Path, release: Path | None, other: Path, registry
     everything holds (no finding, every compared row within tolerance, at least one unit
     compared). Nothing is recomputed; planning runs in a temporary cache, as
     :func:`verify`'s does, so nothing is written outside temporary folders."""
-    from relbench.config import load_suite
     from relbench.leaderboard import RELEASE
     from relbench.publish import default_folder
-    from relbench.runner import Runner
 
     if not tasks_file.is_file():
         raise UserError(f"{tasks_file}: no such tasks file. Pass the tasks file of the release, e.g. "
@@ -523,10 +521,7 @@ def verify_against(tasks_file: Path, release: Path | None, other: Path, registry
     for table in (release, other):
         read_release(table, columns=set())  # either unreadable: said before the plan is made
     with tempfile.TemporaryDirectory(prefix="relbench-verify-") as folder, fresh_cache(Path(folder) / "cache"):
-        suite = load_suite(tasks_file, registry)
-        suite.cache_dir = Path(folder) / "cache"
-        runner = Runner(suite, registry, quiet=quiet, output=Path(folder) / "results",
-                        command=f"relbench verify {release} --against {other}")
+        runner = _runner_in(Path(folder), tasks_file, registry, quiet, f"relbench verify {release} --against {other}")
         task_runs = runner.plans()
     columns = {"device", "environment", "seed", *(c for tr in task_runs for c in tr.kind.columns)}
     rows, theirs = read_release(release, columns | INTEGRITY_COLUMNS), read_release(other, columns)
@@ -583,14 +578,8 @@ def audit(tasks_file: Path, rows: pd.DataFrame, source: Path, size: int, seed: i
     ``seed`` recomputed in a temporary folder and compared (:func:`recompute`,
     :func:`compare`). ``relbench verify`` audits a release
     so (:func:`verify`), and a contributor's bundle (:mod:`relbench.bundle`)."""
-    from relbench.config import load_suite
-    from relbench.runner import Runner
-
     with tempfile.TemporaryDirectory(prefix="relbench-verify-") as folder, fresh_cache(Path(folder) / "cache"):
-        suite = load_suite(tasks_file, registry)
-        suite.cache_dir = Path(folder) / "cache"
-        runner = Runner(suite, registry, quiet=quiet, output=Path(folder) / "results",
-                        command=f"relbench verify {source}")
+        runner = _runner_in(Path(folder), tasks_file, registry, quiet, f"relbench verify {source}")
         task_runs = runner.plans()
         findings = [f"task {line}" for line in runner.stats.failures] + findings_of(task_runs)
         _print_findings(source, tasks_file, findings, checked)
@@ -602,6 +591,17 @@ def audit(tasks_file: Path, rows: pd.DataFrame, source: Path, size: int, seed: i
         recomputed = recompute(runner, task_runs, rows, sample)
     table = compare(sample, task_runs, rows, recomputed)
     return Audit(findings, table, _print_comparison(table, runner.stats) and not findings)
+
+
+def _runner_in(folder: Path, tasks_file: Path, registry, quiet: bool, command: str):
+    """A runner over ``tasks_file`` whose embedding cache and results store are in
+    ``folder`` (a temporary folder, made the cache by :func:`fresh_cache`)."""
+    from relbench.config import load_suite
+    from relbench.runner import Runner
+
+    suite = load_suite(tasks_file, registry)
+    suite.cache_dir = folder / "cache"
+    return Runner(suite, registry, quiet=quiet, output=folder / "results", command=command)
 
 
 def recompute(runner, task_runs: list, rows: pd.DataFrame, sample: list[Sampled]) -> dict[str, pd.DataFrame]:
