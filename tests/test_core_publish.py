@@ -4,6 +4,8 @@ complete store at a clean revision; runs sharing a folder write it one after the
 
 from __future__ import annotations
 
+import re
+
 import subprocess
 import threading
 from pathlib import Path
@@ -190,7 +192,9 @@ def test_publish_draws_a_citable_release_only_from_a_complete_clean_store(cli_ma
 
     assert cli_main(["publish", str(path)]) == 0
     index = (release / "README.md").read_text()
-    assert f"*relbench {__version__}, results of" in index and "Not a release" not in index
+    cited = re.search(rf"\*relbench {re.escape(__version__)}, the release drawn at git revision (\w+), results of ", index)
+    assert cited and f"Drawn by `relbench publish` at git revision `{cited[1]}`" in index  # the revision it names
+    assert "Not a release" not in index
     assert "from `tasks.yaml`" in index and "rows come from revisions `abc1234`" in index
     assert {"blobs.md", "other-blobs.md", RELEASE, MANIFEST} <= set(_snapshot(release))
 
