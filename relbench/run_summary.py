@@ -16,10 +16,12 @@ failed as a whole left uncomputed, which count as ``failed`` too.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 
 #: exit codes of ``relbench run`` (and of its ``-j`` workers): everything finished, some units
 #: or tasks failed, bad input, interrupted (finished work is stored; the same command resumes)
@@ -108,15 +110,23 @@ class RunStats:
 
 
 def process_peak_bytes() -> int:
-    """The peak resident memory of this process so far, in bytes (``getrusage``'s
-    ``ru_maxrss``: kilobytes on Linux, bytes on macOS); 0 where the platform does not
-    report it. Its children are not counted: each process reports its own."""
+    """The peak resident memory of this process so far, in bytes; 0 where the platform
+    reports none. Its children are not counted: each process reports its own.
+
+    On Linux, ``VmHWM`` of ``/proc/self/status``: the peak of this program's memory since
+    it was executed. ``getrusage``'s ``ru_maxrss`` (used elsewhere: kilobytes, bytes on
+    macOS) carries a forked child's peak across ``execve``, and a child forked from a
+    large process starts with that process's resident pages, so a ``-j`` worker would
+    report at least the run's size when it started the worker."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # kB
     try:
         import resource
     except ImportError:  # Windows
         return 0
-    unit = 1 if sys.platform == "darwin" else 1024
-    return unit * resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return (1 if sys.platform == "darwin" else 1024) * resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def task_summary(task: str, planned: int, todo: int, left: int, before: RunStats, now: RunStats, seconds: float,
