@@ -134,10 +134,11 @@ def _values(df: pd.DataFrame, column: str) -> list[str]:
     return sorted({str(v) for v in df[column].dropna() if str(v)})
 
 
-def provenance(df: pd.DataFrame) -> str:
+def provenance(df: pd.DataFrame, drawn_at: str | None = None) -> str:
     """Where a page's numbers came from: commands, relbench version and revision,
     device, precision (:mod:`relbench.precision`), environment, date of the last run, seeds, how many units were
-    taken from a release (:func:`relbench.reuse.reuse_statement`), and every plugin package."""
+    taken from a release (:func:`relbench.reuse.reuse_statement`), and every plugin package; with ``drawn_at``
+    (the revision a release's pages are drawn at) that revision too, where the rows name another."""
     runs = _values(df, "run")
     date = runs[-1][:8] if runs else "?"
     date = f"{date[:4]}-{date[4:6]}-{date[6:8]}" if len(date) == 8 else date
@@ -150,8 +151,18 @@ def provenance(df: pd.DataFrame) -> str:
     packages = sorted({p for ps in df.get("packages", pd.Series(dtype=object)).dropna() for p in ps})
     return (f"Produced by `{'`, `'.join(_values(df, 'command'))}` with relbench {', '.join(_values(df, 'relbench'))}"
             f"{f' (git {git})' if git else ''} on {', '.join(_values(df, 'device')) or '?'}{at}{env}, last run {date}; "
-            f"seeds {seeds}. {reuse_statement(df)}Only results of the current tasks file are shown. {GENERATED}\n\n"
+            f"seeds {seeds}. {reuse_statement(df)}{_drawn_at(drawn_at, git)}Only results of the current tasks file are "
+            f"shown. {GENERATED}\n\n"
             f"{listing('Plugins from', packages or ['?'])}\n")
+
+
+def _drawn_at(revision: str | None, rows: str) -> str:
+    """The sentence saying a release's page was drawn at another revision than its rows'
+    (empty when it was not, or when no release is drawn)."""
+    if not revision or revision in [r.strip() for r in rows.split(",")]:
+        return ""
+    return (f"This page was drawn by `relbench publish` at git {revision}, from rows computed at git "
+            f"{rows or 'unknown'}. ")
 
 
 def protocol_section(task: Task, df: pd.DataFrame) -> str:
@@ -319,11 +330,12 @@ def task_page(out: Path, task: Task, store: ResultStore | None = None) -> Page:
     return Page(out, task.name, store, metrics={m.label: m.build() for m in task.metrics})
 
 
-def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Holding, matrix: bool = False) -> dict:
+def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Holding, matrix: bool = False,
+          drawn_at: str | None = None) -> dict:
     """Write one task's page; return its manifest entry (files, index line, ranking,
     the cells of its kind's index section, with ``matrix`` (the task is another's
     companion) its matrix cells, and :meth:`Holding.record`: what the page was drawn
-    from)."""
+    from). ``drawn_at``: the revision a release is drawn at (:func:`provenance`)."""
     df = store.load(task.name, units=units)
     kind = task.kind.build()
     page = task_page(out, task, store)
@@ -347,7 +359,7 @@ def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Hol
     headline = page.headline or kind.headline(df)
     direction = directions(df).get(headline["metric"], "neutral") if headline else "neutral"
     head = (f"# {task.name}\n\n" + held.banner() + summary(task, kind, headline, direction) + "\n"
-            + (f"{task.description}\n\n" if task.description else "") + provenance(df) + "\n"
+            + (f"{task.description}\n\n" if task.description else "") + provenance(df, drawn_at) + "\n"
             + protocol_section(task, df))
     atomic_write_bytes(path, (head + "\n" + body).encode())
     _remove_stale_figures(page)
@@ -563,7 +575,8 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
             kept.add(task.name)  # a complete page of this plan stays until a complete store replaces it
         elif redraw or not (files_there and entry.get("digest") == digest and "cells" in entry
                             and (task.name not in companions or "matrix" in entry)):
-            work.append((store, out, task, units, held, task.name in companions))
+            work.append((store, out, task, units, held, task.name in companions,
+                         release["revision"] if release else None))
             digests[task.name] = digest
         entries[task.name] = entry
     for (_, _, task, *_), drawn in zip(work, draw_pages(_draw, work, jobs)):

@@ -195,6 +195,10 @@ def test_publish_draws_a_citable_release_only_from_a_complete_clean_store(cli_ma
     cited = re.search(rf"\*relbench {re.escape(__version__)}, the release drawn at git revision (\w+), results of ", index)
     assert cited and f"Drawn by `relbench publish` at git revision `{cited[1]}`" in index  # the revision it names
     assert "Not a release" not in index
+    # the rows name another revision than the one the pages are drawn at: each page says both
+    page = (release / "blobs.md").read_text()
+    assert f"This page was drawn by `relbench publish` at git {cited[1]}, from rows computed at git abc1234." in page
+    assert "This page was drawn" not in (tmp_path / "results" / "boards" / "blobs.md").read_text()  # a run's page
     assert "from `tasks.yaml`" in index and "rows come from revisions `abc1234`" in index
     assert {"blobs.md", "other-blobs.md", RELEASE, MANIFEST} <= set(_snapshot(release))
 
@@ -327,3 +331,12 @@ def test_a_release_store_holding_rows_of_another_revision_is_refused(cli_main, w
     assert cli_main(["release", str(path), "-q", "-j", "1"]) == 2
     assert "come from revisions 0ld0ld0 besides abc1234" in capsys.readouterr().err
     assert not (tmp_path / "leaderboards").exists()
+
+
+def test_a_page_names_the_revision_it_is_drawn_at_only_where_its_rows_name_another():
+    from relbench.leaderboard import provenance
+
+    rows = pd.DataFrame({"git": ["abc1234", "def5678"], "seed": [0, 1], "command": "relbench run", "metric": "m"})
+    said = "This page was drawn by `relbench publish` at git"
+    assert said not in provenance(rows) and said not in provenance(rows, "def5678")  # one of its rows' revisions
+    assert f"{said} 9999999, from rows computed at git abc1234, def5678." in provenance(rows, "9999999")
