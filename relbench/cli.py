@@ -753,7 +753,9 @@ def _reported(args, audit) -> bool:
     import time
 
     from relbench.audit_report import Tee, report_text
-    from relbench.cache import atomic_write_bytes
+    from relbench.cache import atomic_write_bytes, file_sha256
+    from relbench.leaderboard import RELEASE
+    from relbench.publish import default_folder
     from relbench.results import environment, git_revision
     from relbench.verify import SAMPLE
 
@@ -766,10 +768,6 @@ def _reported(args, audit) -> bool:
     against = getattr(args, "against", None)
     command = f"relbench verify {args.tasks}{release} --against {against}" if against else \
         f"relbench verify {args.tasks} --sample {args.sample or SAMPLE} --seed {args.seed}{release}"
-    from relbench.cache import file_sha256
-    from relbench.leaderboard import RELEASE
-    from relbench.publish import default_folder
-
     release_table = args.release or default_folder(args.tasks) / RELEASE
     tables = {str(t): file_sha256(t) for t in (release_table, against) if t is not None and t.is_file()}
     what = "compared it row by row with another results table (nothing recomputed)" if against else \
