@@ -47,24 +47,38 @@ RELEASE_STATEMENT = re.compile(r"\*\*Release\.\*\*.*? at git revision `(?P<revis
                                r"from `(?P<tasks>[^`]+)` \(sha256 `(?P<sha256>[0-9a-f]+)`\)")
 
 
-def read_release(path: Path, columns: set[str] | None = None) -> pd.DataFrame:
-    """The flat rows of a release's ``results.parquet`` (only those of ``columns`` it has,
-    when given: a whole release read with its hundreds of columns takes gigabytes);
-    :class:`UserError` when it cannot be read or is not a results table."""
-    try:
-        if columns is not None:
-            import pyarrow.parquet as pq
+#: the columns every results table has
+RESULT_COLUMNS = ("task", "unit", "metric", "value", "status")
 
-            columns = [c for c in pq.read_schema(path).names if c in columns | {"task", "unit", "metric", "value",
-                                                                                   "status"}]
-        rows = pd.read_parquet(path, columns=columns)
+
+def release_columns(path: Path) -> list[str]:
+    """The columns of a release's ``results.parquet``, read from its schema alone;
+    :class:`UserError` when it cannot be read or is not a results table."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = pq.read_schema(path).names
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot read the release {path} ({exc}); pass the results table of a release, e.g. "
                         f"`leaderboards/results.parquet`.") from None
-    lacking = [c for c in ("task", "unit", "metric", "value", "status") if c not in rows]
+    lacking = [c for c in RESULT_COLUMNS if c not in names]
     if lacking:
         raise UserError(f"{path} is not a release's results table: it has no column {', '.join(lacking)}.")
-    return rows
+    return names
+
+
+def read_release(path: Path, columns: set[str] | None = None) -> pd.DataFrame:
+    """The flat rows of a release's ``results.parquet`` (only those of ``columns`` it has,
+    when given: a whole release read with its hundreds of columns takes gigabytes);
+    :class:`UserError` when it cannot be read or is not a results table
+    (:func:`release_columns`)."""
+    names = release_columns(path)
+    wanted = None if columns is None else [c for c in names if c in {*columns, *RESULT_COLUMNS}]
+    try:
+        return pd.read_parquet(path, columns=wanted)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read the release {path} ({exc}); pass the results table of a release, e.g. "
+                        f"`leaderboards/results.parquet`.") from None
 
 
 def by_unit(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:

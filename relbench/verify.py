@@ -55,7 +55,7 @@ from relbench.errors import UserError
 from relbench.export import gathered
 from relbench.publish import SHOWN, listed
 from relbench.results import THREADS_PREFIX, ResultStore, environment, threads_named
-from relbench.reuse import RELEASE_STATEMENT, append_release_unit, nested, read_release
+from relbench.reuse import RELEASE_STATEMENT, append_release_unit, nested, read_release, release_columns
 from relbench.rows import packages
 from relbench.threads import fixed_threads
 
@@ -519,7 +519,7 @@ def verify_against(tasks_file: Path, release: Path | None, other: Path, registry
                         f"`relbench verify tasks.yaml --against OLD/results.parquet`.")
     release = release or default_folder(tasks_file) / RELEASE
     for table in (release, other):
-        read_release(table, columns=set())  # either unreadable: said before the plan is made
+        release_columns(table)  # either unreadable: said before the plan is made
     with tempfile.TemporaryDirectory(prefix="relbench-verify-") as folder, fresh_cache(Path(folder) / "cache"):
         runner = _runner_in(Path(folder), tasks_file, registry, quiet, f"relbench verify {release} --against {other}")
         task_runs = runner.plans()
