@@ -270,10 +270,30 @@ def rank(orders: dict[str, list[str]]) -> CrossTaskRanking | None:
                             tasks_needed(len(combos)), apart, searched_exactly(orders))
 
 
-def diagram(result: CrossTaskRanking):
+def marked(combination: str, marks: dict[str, list[str]] | None) -> str:
+    """``combination``'s label with its mark after it (``marks``: label → ``[mark,
+    meaning]``, the pages' :meth:`~relbench.interfaces.TaskKind.ranking_marks`), or the
+    label alone."""
+    mark = (marks or {}).get(combination)
+    return f"{combination} {mark[0]}" if mark else combination
+
+
+def legend(shown: list[str], marks: dict[str, list[str]] | None) -> str:
+    """What each mark on the ``shown`` combinations means, one sentence per mark, in the
+    order first shown; empty without marks."""
+    meanings: dict[str, str] = {}
+    for combination in shown:
+        mark = (marks or {}).get(combination)
+        if mark:
+            meanings.setdefault(mark[0], mark[1])
+    return " ".join(f"{mark}: {meaning}." for mark, meaning in meanings.items())
+
+
+def diagram(result: CrossTaskRanking, marks: dict[str, list[str]] | None = None):
     """The critical-difference diagram of ``result`` (scikit-posthocs), as a figure:
-    combinations by mean rank, joined by a bar where Wilcoxon's test (Holm) does not
-    separate them at :data:`ALPHA`. Draw it only when ``result.separable``."""
+    combinations by mean rank (labels with their ``marks``: :func:`marked`), joined by a
+    bar where Wilcoxon's test (Holm) does not separate them at :data:`ALPHA`. Draw it only
+    when ``result.separable``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -281,7 +301,9 @@ def diagram(result: CrossTaskRanking):
     from scikit_posthocs import critical_difference_diagram
 
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.28 * len(result.mean_ranks)))
-    critical_difference_diagram(result.mean_ranks, result.pairwise, ax=ax, alpha=ALPHA)
+    label = {c: marked(c, marks) for c in result.mean_ranks.index}
+    critical_difference_diagram(result.mean_ranks.rename(label), result.pairwise.rename(index=label, columns=label),
+                                ax=ax, alpha=ALPHA)
     ax.set_title(f"mean rank over {len(result.tasks)} tasks (1 = best); a bar joins combinations Wilcoxon's "
                  f"signed-rank test (Holm) does not separate at α = {ALPHA:g}", fontsize=8)
     fig.tight_layout()
@@ -324,14 +346,15 @@ def pairwise_text(result: CrossTaskRanking) -> str:
             f"p < {ALPHA:g}/{math.comb(k, 2)} = {ALPHA / math.comb(k, 2):.2g}.")
 
 
-def section(result: CrossTaskRanking | None, link: str | None) -> str:
-    """The index's "Methods across tasks" section."""
+def section(result: CrossTaskRanking | None, link: str | None, marks: dict[str, list[str]] | None = None) -> str:
+    """The index's "Methods across tasks" section, each combination with its mark where
+    ``marks`` gives one (:func:`marked`) and the marks' meanings under the table."""
     from tabulate import tabulate
 
     if result is None:
         return ("\n## Methods across tasks\n\nNo two tasks rank the same three or more combinations, so no "
                 "combination is ranked across tasks.\n")
-    rows = [[c, f"{r:.2f}", result.letters[c]] for c, r in result.mean_ranks.items()]
+    rows = [[marked(c, marks), f"{r:.2f}", result.letters[c]] for c, r in result.mean_ranks.items()]
     text = (f"\n## Methods across tasks\n\nCompared on the **common set** of {len(result.tasks)} tasks where all "
             f"{len(result.mean_ranks)} combinations below were measured ({', '.join(result.tasks)}): mean rank "
             f"within each task (1 = best). The pages give each task's ordering of combinations, not their scores, "
@@ -342,9 +365,12 @@ def section(result: CrossTaskRanking | None, link: str | None) -> str:
             f"{pairwise_text(result)}\n\n"
             + tabulate(rows, headers=["combination", "mean rank", "group"], tablefmt="pipe",
                        disable_numparse=True) + "\n")
+    meanings = legend(list(result.mean_ranks.index) + list(result.apart), marks)
+    if meanings:
+        text += f"\n{meanings}\n"
     if link:
         text += f"\n![critical-difference diagram]({link})\n"
     if result.apart:
         text += ("\nMeasured on other tasks, not ranked against the common set (tasks measured on): "
-                 + ", ".join(f"{c} ({n})" for c, n in result.apart.items()) + ".\n")
+                 + ", ".join(f"{marked(c, marks)} ({n})" for c, n in result.apart.items()) + ".\n")
     return text

@@ -1092,6 +1092,13 @@ class TaskKind(Plugin, ABC):
         this kind's combinations are not ranked across tasks)."""
         return None
 
+    def ranking_marks(self, results: pd.DataFrame) -> dict[str, list[str]]:
+        """Marks on combinations of :meth:`ranking` wherever the index ranks them across
+        tasks: label → ``[mark, meaning]``, a short symbol printed after the label and
+        what it means, printed once under the ranking (e.g. a combination that reads
+        what the others may not). Default: none."""
+        return {}
+
     def index_cells(self, results: pd.DataFrame, page: Page) -> list[dict[str, Any]] | None:
         """The task's cells in this kind's section of the index (:meth:`index_section`):
         compact, JSON-serialisable summaries, e.g. one per method with its score, 95 %

@@ -234,15 +234,16 @@ def how_to_cite(date: str | None, revision: str | None = None) -> str:
             f"whose methods and data a table measures (named on its page).\n")
 
 
-def _cross_task(out: Path, ranks: dict, entry: Any, redraw: bool) -> dict:
+def _cross_task(out: Path, ranks: dict, marks: dict, entry: Any, redraw: bool) -> dict:
     """The index's ranking across tasks (``section``, its text) and its critical-difference
     diagram (``link``; None where no pair of combinations can be separated with this many
-    tasks, and then no figure is left in the index's folder), computed from the pages'
-    rankings only when they (or :data:`crosstask.STATISTICS`) changed since the manifest's
+    tasks, and then no figure is left in the index's folder), with the pages' ``marks``
+    (:meth:`TaskKind.ranking_marks`), computed from the pages'
+    rankings only when they, their marks (or :data:`crosstask.STATISTICS`) changed since the manifest's
     ``entry`` (``digest``), so that a run that changed no page runs no test and draws no
     figure (importing the statistics alone took a third of such a run); ``relbench
     leaderboard`` (``redraw``) recomputes both."""
-    digest = fingerprint({"rankings": ranks, "statistics": crosstask.STATISTICS})
+    digest = fingerprint({"rankings": ranks, "marks": marks, "statistics": crosstask.STATISTICS})
     same = not redraw and isinstance(entry, dict) and entry.get("digest") == digest
     drawn = same and bool(entry.get("link")) and all((out / entry["link"]).with_suffix(ext).is_file()
                                                      for ext in (".png", ".svg"))
@@ -251,10 +252,11 @@ def _cross_task(out: Path, ranks: dict, entry: Any, redraw: bool) -> dict:
     result = crosstask.rank(ranks)
     link = None
     if result and result.separable:  # drawn again only when the rankings changed or its files are gone
-        link = entry["link"] if drawn else Page(out, INDEX).save(crosstask.diagram(result), "critical-difference.png")
+        link = entry["link"] if drawn else Page(out, INDEX).save(crosstask.diagram(result, marks),
+                                                                  "critical-difference.png")
     else:
         _remove_stale_figures(Page(out, INDEX))
-    return {"digest": digest, "link": link, "section": crosstask.section(result, link)}
+    return {"digest": digest, "link": link, "section": crosstask.section(result, link, marks)}
 
 
 def kind_sections(tasks: list[Task], entries: dict[str, dict]) -> list[str]:
@@ -371,7 +373,9 @@ def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Hol
         line = [f"[{task.name}]({task.name}.md)", kind.name, "see page", "", "", "", ""]
     files = [path.name, *(str(f.relative_to(out)) for f in page.written)]
     matrices = {"matrix": kind.matrix_cells(df, page)} if matrix else {}
-    return {"files": files, "index": line, "ranking": kind.ranking(df) or None, "cells": kind.index_cells(df, page),
+    ranking = kind.ranking(df) or None
+    return {"files": files, "index": line, "ranking": ranking, "marks": (kind.ranking_marks(df) or None) if ranking
+            else None, "cells": kind.index_cells(df, page),
             **matrices, **held.record(store, df, out)}
 
 
@@ -590,6 +594,7 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
         return []  # nothing drawn: the folder stays as it is, byte for byte
     index_rows = [[*e["index"], origin(e)] for e in entries.values() if e.get("index")]
     ranks = {name: e["ranking"] for name, e in entries.items() if e.get("ranking")}
+    marks = {label: mark for e in entries.values() if e.get("ranking") for label, mark in (e.get("marks") or {}).items()}
     newest = [e["newest"] for e in entries.values() if isinstance(e.get("newest"), (int, float))]
     date = time.strftime("%Y-%m-%d", time.gmtime(max(newest))) if newest else None
     lines = ["# relbench leaderboards\n",
@@ -618,7 +623,7 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
                                            "reference", "gap", "drawn from"], tablefmt="pipe",
                       disable_numparse=True)]
     if ranks:
-        entries[DIAGRAM] = _cross_task(out, ranks, manifest.get(DIAGRAM), redraw)
+        entries[DIAGRAM] = _cross_task(out, ranks, marks, manifest.get(DIAGRAM), redraw)
         lines.append(entries[DIAGRAM]["section"])
     digests = {name: entry["digest"] for name, entry in entries.items() if not name.startswith("_")}
     if redraw or manifest.get(RELEASE_ENTRY) != digests or not (out / RELEASE).is_file():

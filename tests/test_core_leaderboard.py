@@ -193,19 +193,19 @@ def test_the_critical_difference_diagram_is_drawn_when_a_pair_can_be_separated(t
     from relbench.leaderboard import _cross_task
 
     consistent = {f"t{i}": list("abc") for i in range(7)}  # 7 tasks: the fewest for 3 pairs (Holm)
-    entry = _cross_task(tmp_path, consistent, None, redraw=False)
+    entry = _cross_task(tmp_path, consistent, {}, None, redraw=False)
     assert entry["link"] == "figures/index/critical-difference.png"
     assert f"]({entry['link']})" in entry["section"] and "no pair can be separated" not in entry["section"]
     diagram = tmp_path / "figures" / "index" / "critical-difference.svg"
     drawn = diagram.stat().st_mtime_ns
     with pytest.MonkeyPatch.context() as patch:  # nothing changed: no test, no drawing
         patch.setattr("relbench.crosstask.rank", lambda orders: pytest.fail("ranked again with nothing changed"))
-        assert _cross_task(tmp_path, consistent, entry, redraw=False) == entry
+        assert _cross_task(tmp_path, consistent, {}, entry, redraw=False) == entry
     assert diagram.stat().st_mtime_ns == drawn
-    assert _cross_task(tmp_path, consistent, entry, redraw=True)["link"] == entry["link"]
+    assert _cross_task(tmp_path, consistent, {}, entry, redraw=True)["link"] == entry["link"]
     assert diagram.stat().st_mtime_ns != drawn
     # one task fewer: no pair can be separated any more, and the figure goes
-    fewer = _cross_task(tmp_path, {t: consistent[t] for t in list(consistent)[:6]}, entry, redraw=False)
+    fewer = _cross_task(tmp_path, {t: consistent[t] for t in list(consistent)[:6]}, {}, entry, redraw=False)
     assert fewer["link"] is None and not diagram.exists()
     assert "With 6 tasks no pair can be separated at α = 0.05; at least 7 tasks are needed" in fewer["section"]
 
@@ -217,7 +217,7 @@ def test_a_section_cached_by_other_statistics_is_computed_again(tmp_path):
     orders = {"t1": list("abc"), "t2": list("bca")}
     # the manifest of an earlier version: keyed by the rankings alone, with its wording
     earlier = {"digest": fingerprint(orders), "link": None, "section": "Nemenyi's post-hoc test ..."}
-    assert "Wilcoxon" in _cross_task(tmp_path, orders, earlier, redraw=False)["section"]
+    assert "Wilcoxon" in _cross_task(tmp_path, orders, {}, earlier, redraw=False)["section"]
 
 
 def test_a_redrawn_page_leaves_no_figure_it_no_longer_draws(registry, cli_main, write_yaml):
@@ -528,3 +528,32 @@ def test_pages_of_tasks_the_file_no_longer_has_are_removed_whichever_version_dre
     assert sorted(p.stem for p in tmp_path.glob("*.md")) == ["kept", "mine"]
     assert not (tmp_path / "figures" / "before").exists()
     assert "relbench leaderboard" not in GENERATED  # the sentence names no command: run and publish draw pages too
+
+
+def test_the_ranking_across_tasks_marks_what_its_pages_mark_and_is_computed_again_when_a_mark_changes(tmp_path):
+    from relbench.leaderboard import _cross_task
+
+    orders = {"t1": list("abc"), "t2": list("bca")}
+    plain = _cross_task(tmp_path, orders, {}, None, redraw=False)
+    marked = _cross_task(tmp_path, orders, {"b": ["‡", "reads both spaces"]}, plain, redraw=False)
+    assert marked["digest"] != plain["digest"] and "| b ‡ " in marked["section"] and "| b " in plain["section"]
+    assert "‡: reads both spaces." in marked["section"] and "‡" not in plain["section"]
+
+
+def test_a_published_index_marks_in_its_ranking_across_tasks_what_the_pages_mark(registry, cli_main, write_yaml):
+    task = """
+  - name: {name}
+    dataset: {{name: toy-blobs, params: {{classes: 3, seed: {seed}}}}}
+    encoders:
+      - {{name: toy-rotated, label: a, params: {{seed: 1}}}}
+      - {{name: toy-rotated, label: b, params: {{seed: 2}}}}
+    grid: {{selectors: [random], similarities: [cosine, euclidean], stitchers: [relative, procrustes]}}
+    metrics: [accuracy]
+"""
+    path = write_yaml("suite: {seeds: [0], num_anchors: 8, output: results, leaderboards: boards}\ntasks:"
+                      + task.format(name="first", seed=0) + task.format(name="second", seed=1))
+    assert cli_main(["run", str(path), "-q"]) == 0
+    across = (path.parent / "boards" / "README.md").read_text().split("## Methods across tasks")[1]
+    rows = [line.split("|")[1].strip() for line in across.splitlines() if line.startswith("| random")]
+    assert sorted(rows) == ["random · cosine · relative", "random · euclidean · relative", "random · procrustes ‡"]
+    assert across.count("‡: **not zero-shot**") == 1

@@ -222,3 +222,16 @@ def test_the_letter_display_on_a_chain_of_overlapping_groups():
     assert letters(order, p) == {"a": "a", "b": "ab", "c": "bc", "d": "c"}
     p.loc["c", "d"] = p.loc["d", "c"] = 0.01  # d now separated from every other: a letter of its own
     assert letters(order, p) == {"a": "a", "b": "ab", "c": "b", "d": "c"}
+
+
+def test_a_marked_combination_carries_its_mark_in_the_table_and_the_apart_list_with_one_meaning():
+    orders = {**RELEASE, "third": ["procrustes", "cosine", "wip", "extra"]}
+    marks = {"procrustes": ["‡", "needs both spaces"], "extra": ["‡", "needs both spaces"],
+             "not-ranked-anywhere": ["†", "never shown"]}
+    result = rank(orders)
+    text = section(result, None, marks)
+    rows = {line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ")}
+    assert "procrustes ‡" in rows and "procrustes" not in rows and "cosine" in rows  # unmarked: as before
+    assert "extra ‡ (1)" in text  # measured elsewhere: marked in the list of the others
+    assert text.count("‡: needs both spaces.") == 1 and "†" not in text  # one meaning, only for marks shown
+    assert section(result, None) == section(result, None, {}) and "‡" not in section(result, None)

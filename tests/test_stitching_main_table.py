@@ -386,3 +386,6 @@ def test_a_combination_that_needs_both_spaces_is_marked_not_zero_shot(tmp_path):
     assert rows and all((f"procrustes {BOTH_SPACES} " in row) == ("procrustes" in row) for row in rows)
     assert all(BOTH_SPACES not in row for row in rows if "relative" in row)
     assert text.startswith("## Main table: stitching\n") and f"{BOTH_SPACES}: **not zero-shot**" in text
+    # the index's ranking across tasks marks the same combinations, and says what the mark means
+    assert {label: mark for label, (mark, _) in kind.ranking_marks(df).items()} == {"random · procrustes": BOTH_SPACES}
+    assert "not zero-shot" in kind.ranking_marks(df)["random · procrustes"][1] and not kind.ranking_marks(_rows())

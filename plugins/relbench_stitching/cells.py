@@ -10,7 +10,7 @@ import numpy as np
 
 from relbench.api import deferred_import
 from relbench_stitching.intervals import COMBO, stitched_draws
-from relbench_stitching.scores import Scored, combo_label
+from relbench_stitching.scores import Scored, combo_label, prepared
 
 pd = deferred_import("pandas")
 
@@ -39,12 +39,31 @@ def unit_seconds(df: pd.DataFrame) -> dict[tuple, float]:
     return {tuple(combo): float(mean) for combo, mean in units.groupby(COMBO)["seconds"].mean().items()}
 
 
+#: the mark of a combination that needs both encoders' spaces at fit time (not zero-shot),
+#: in the main table and in the index's ranking across tasks
+BOTH_SPACES = "‡"
+#: what the mark means where the index ranks combinations across tasks
+BOTH_SPACES_MEANING = ("**not zero-shot**: the combination needs both encoders' spaces at fit time (a map estimated "
+                       "on parallel anchors of both, or a regularizer trained on the other encoders' banks); it is "
+                       "ranked with the others, as on the tasks' pages, and its place is an upper reference for the "
+                       "zero-shot ones")
+
+
 def both_spaces(df: pd.DataFrame) -> set[tuple]:
     """The combinations (their :data:`COMBO` values) of a prepared frame with a row that
     needs both encoders' spaces at fit time (``needs_both_spaces``: a map fitted on both
     spaces' anchors, or a regularizer trained on the other encoders' banks)."""
     marked = df.loc[df["needs_both_spaces"].astype(bool), COMBO].drop_duplicates()
     return {tuple(combo) for combo in marked.itertuples(index=False)}
+
+
+def ranking_marks(df: pd.DataFrame) -> dict[str, list[str]]:
+    """The task's marks for the index's ranking across tasks
+    (:meth:`~relbench.interfaces.TaskKind.ranking_marks`): :data:`BOTH_SPACES` on every
+    combination of the rows ``df`` that needs both encoders' spaces at fit time."""
+    df = prepared(df)
+    marked = df[df["needs_both_spaces"].astype(bool)].drop_duplicates(COMBO)
+    return {combo_label(r): [BOTH_SPACES, BOTH_SPACES_MEANING] for _, r in marked.iterrows()}
 
 
 def index_cells(scored: Scored, views: list[str]) -> list[dict]:

@@ -191,6 +191,11 @@ class Stitching(TaskKind):
         """Non-reference combinations, best first (by achievable pairs, then stitched score)."""
         return pages.ranking(results)
 
+    def ranking_marks(self, results: pd.DataFrame) -> dict[str, list[str]]:
+        """The combinations that need both encoders' spaces at fit time, marked as the
+        main table marks them (not zero-shot)."""
+        return pages.ranking_marks(results)
+
     def claim_rows(self, results: pd.DataFrame) -> pd.DataFrame:
         """Stitched cells only: a decoder evaluated on another encoder than its own."""
         return results[results["source"] != results["target"]]

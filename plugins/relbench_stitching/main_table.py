@@ -35,6 +35,7 @@ from tabulate import tabulate
 
 from relbench.api import arrow, lower_is_better
 from relbench_stitching.budget_index import PEAKED, peak
+from relbench_stitching.cells import BOTH_SPACES
 from relbench_stitching.intervals import KEPT_DRAWS, unpack_draws
 
 #: the widest line a table may have (a 160-column terminal)
@@ -43,8 +44,6 @@ WIDTH = 160
 MIN_TASKS = 2
 #: the mark of a combination indistinguishable from its task's best
 TIE = "≈"
-#: the mark of a combination that needs both encoders' spaces at fit time (not zero-shot)
-BOTH_SPACES = "‡"
 ONE_VIEW, SEVERAL_VIEWS, UNKNOWN = "one view", "several views", "views not recorded"
 GROUP_TITLES = {ONE_VIEW: "Encoders of the same inputs (one view: cross-architecture and cross-seed)",
                 SEVERAL_VIEWS: "Encoders of different views (languages, or images and their names)",

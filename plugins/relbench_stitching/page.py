@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from relbench.api import arrow, deferred_import, fmt_interval, listing, method_note, origin_marks, Page, table
-from relbench_stitching.cells import encoder_views, index_cells, summary_cells
+from relbench_stitching.cells import encoder_views, index_cells, ranking_marks, summary_cells
 from relbench_stitching.chance import chance_section
 from relbench_stitching.figures import colour_scale, heatmap_section, held_out_section
 from relbench_stitching.intervals import COMBO
@@ -29,7 +29,7 @@ from relbench_stitching.sections import (diagnostics_section, encoder_report_sec
 pd = deferred_import("pandas")
 
 __all__ = ["COMBO", "Scored", "colour_scale", "encoder_views", "headline", "held_out_section", "index_cells",
-           "meaning", "pair_kind_section", "pair_kinds", "ranking", "score", "stitching_page", "summary_cells"]
+           "meaning", "pair_kind_section", "pair_kinds", "ranking", "ranking_marks", "score", "stitching_page", "summary_cells"]
 
 
 def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False, scored: Scored | None = None) -> str:
