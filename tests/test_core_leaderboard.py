@@ -4,6 +4,8 @@ claims and pages, and what the index says about citing."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -160,18 +162,27 @@ def test_index_says_how_to_cite_with_version_revision_and_results_date(registry,
     assert cff["title"] and cff["message"] and cff["authors"]
 
 
-def test_the_index_ranks_across_tasks_without_a_diagram_no_pair_can_reach(registry, cli_main, write_yaml):
-    task = """
+#: a toy stitching task of two encoders, its grid left to fill in (for the index's ranking across tasks)
+RANKED_TASK = """
   - name: {name}
     dataset: {{name: toy-blobs, params: {{classes: 3, seed: {seed}}}}}
     encoders:
       - {{name: toy-rotated, label: a, params: {{seed: 1}}}}
       - {{name: toy-rotated, label: b, params: {{seed: 2}}}}
-    grid: {{selectors: [random], similarities: [cosine, euclidean, l1], stitchers: [relative]}}
+    grid: {{selectors: [random], {grid}}}
     metrics: [accuracy]
 """
-    path = write_yaml("suite: {seeds: [0], num_anchors: 8, output: results, leaderboards: boards}\ntasks:"
-                      + task.format(name="first", seed=0) + task.format(name="second", seed=1))
+
+
+def _two_ranked_tasks(write_yaml, grid: str) -> Path:
+    """A tasks file of two toy stitching tasks with the grid ``grid``."""
+    return write_yaml("suite: {seeds: [0], num_anchors: 8, output: results, leaderboards: boards}\ntasks:"
+                      + RANKED_TASK.format(name="first", seed=0, grid=grid)
+                      + RANKED_TASK.format(name="second", seed=1, grid=grid))
+
+
+def test_the_index_ranks_across_tasks_without_a_diagram_no_pair_can_reach(registry, cli_main, write_yaml):
+    path = _two_ranked_tasks(write_yaml, "similarities: [cosine, euclidean, l1], stitchers: [relative]")
     boards = path.parent / "boards"
     stale = boards / "figures" / "index" / "critical-difference.png"
     stale.parent.mkdir(parents=True)
@@ -541,17 +552,7 @@ def test_the_ranking_across_tasks_marks_what_its_pages_mark_and_is_computed_agai
 
 
 def test_a_published_index_marks_in_its_ranking_across_tasks_what_the_pages_mark(registry, cli_main, write_yaml):
-    task = """
-  - name: {name}
-    dataset: {{name: toy-blobs, params: {{classes: 3, seed: {seed}}}}}
-    encoders:
-      - {{name: toy-rotated, label: a, params: {{seed: 1}}}}
-      - {{name: toy-rotated, label: b, params: {{seed: 2}}}}
-    grid: {{selectors: [random], similarities: [cosine, euclidean], stitchers: [relative, procrustes]}}
-    metrics: [accuracy]
-"""
-    path = write_yaml("suite: {seeds: [0], num_anchors: 8, output: results, leaderboards: boards}\ntasks:"
-                      + task.format(name="first", seed=0) + task.format(name="second", seed=1))
+    path = _two_ranked_tasks(write_yaml, "similarities: [cosine, euclidean], stitchers: [relative, procrustes]")
     assert cli_main(["run", str(path), "-q"]) == 0
     across = (path.parent / "boards" / "README.md").read_text().split("## Methods across tasks")[1]
     rows = [line.split("|")[1].strip() for line in across.splitlines() if line.startswith("| random")]
