@@ -44,7 +44,7 @@ import numpy as np
 from relbench import deferred
 from relbench.interfaces import TaskKind
 from relbench.pages import arrow, directions, fmt
-from relbench.uncertainty import (FAILS, HOLDS, INCONCLUSIVE, LEVEL, MARGIN, bootstrap_columns,
+from relbench.uncertainty import (FAILS, HOLDS, INCONCLUSIVE, LEVEL, MARGIN, Draws, bootstrap_columns,
                                   fmt_interval, method_note, t_p_value, with_samples)
 
 pd = deferred.load("pandas")
@@ -237,12 +237,21 @@ def _tested(kind: TaskKind, df: pd.DataFrame, claim: dict, metric: str, sides: l
             "" if draws.sample_level else ", some cells stored without per-sample data")
     what = "superiority" if test == "superiority" else f"non-inferiority (holds above −{margin:g})"
     p = min(1.0, 2 * min(p_holds, p_fails))
-    details = (f"{labels[0]}: {fmt(draws.point[0])} {fmt_interval(*draws.interval('better'))} vs {labels[1]}: "
-               f"{fmt(draws.point[1])} {fmt_interval(*draws.interval('worse'))} "
+    details = (f"{labels[0]}: {_side(draws, 'better')} vs {labels[1]}: {_side(draws, 'worse')} "
                f"({arrow(metric, direction.get(metric, 'neutral'))}); advantage {diff:+.3f} "
                f"{fmt_interval(low, high, signed=True)}, {what}, margin {margin:g}, p = {p:.3g}"
                f"{f'; {pairing}' if pairing else ''}{how}.")
     return Tested(claim["claim"], details, p_holds, p_fails)
+
+
+def _side(draws: Draws, label: str) -> str:
+    """A side's score with its interval, or, for a side stored without a seed, the score
+    and what it is: a constant enters every seed's difference, and its zero-width
+    interval would read as a precise measurement."""
+    score = fmt(draws.point[draws.column(label)])
+    if draws.seedless(label):
+        return f"{score} (stored without a seed: one value for every seed)"
+    return f"{score} {fmt_interval(*draws.interval(label))}"
 
 
 def _preamble(kind: TaskKind, family: int, papers: bool) -> str:

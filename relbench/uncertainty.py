@@ -112,6 +112,15 @@ class Draws:
             return t_interval(values, level) if len(values) else (constant, constant)
         return _percentiles(self.draws[:, self.column(label)], level)
 
+    def seedless(self, label: str) -> bool:
+        """Whether a column's score is a constant stored without a seed (a deterministic
+        baseline): over seeds, with no seed's score of its own, so its interval is that
+        constant at both ends, a degenerate interval and not a measured one."""
+        if not self.over_seeds:
+            return False
+        values, constant = self._seed_values(self.column(label))
+        return not len(values) and np.isfinite(constant)
+
     def difference(self, a: str, b: str, level: float = LEVEL) -> tuple[float, float, float]:
         """``(a − b, low, high)``: the paired difference of two columns and its interval
         (Student-t over the per-seed differences when :attr:`over_seeds`)."""

@@ -66,8 +66,10 @@ def test_claims_count_seedless_rows_and_name_the_metric_outside_stitching():
              "better": {"representation": "relative"}, "worse": {"representation": "absolute"}}
     kind = WordNeighbourhoods()
     text = claims_section(kind, df, [claim], {})
+    # the seedless side is a constant, said so, not given a zero-width interval as if measured precisely
     assert "**holds** — representation=relative: 0.500 [0.500, 0.500] vs representation=absolute: 0.100 " \
-           "[0.100, 0.100] (jaccard@10 ↑); advantage +0.400 [+0.400, +0.400], superiority, margin 0.01, p = " in text
+           "(stored without a seed: one value for every seed) (jaccard@10 ↑); advantage +0.400 [+0.400, +0.400], " \
+           "superiority, margin 0.01, p = " in text
     assert "paired on the 2 source/target values both sides have; paired t-test over 2 seeds." in text
     worse = claims_section(kind, df, [{**claim, "better": claim["worse"], "worse": claim["better"]}], {})
     assert "**does not hold** —" in worse
