@@ -35,7 +35,7 @@ from tabulate import tabulate
 
 from relbench.api import arrow, lower_is_better
 from relbench_stitching.budget_index import PEAKED, peak
-from relbench_stitching.cells import BOTH_SPACES
+from relbench_stitching.cells import BOTH_SPACES, BOTH_SPACES_MEANING
 from relbench_stitching.intervals import KEPT_DRAWS, unpack_draws
 
 #: the widest line a table may have (a 160-column terminal)
@@ -453,9 +453,6 @@ def section(cells_by_task: dict[str, list[dict]], companions: dict[str, dict[str
              "protocol draws them; it need not be symmetric, and the "
              f"page gives both ends). **Bold**: the task's best; {TIE}: indistinguishable from it (the page's bold "
              "group); -: not measured on that task (not in its grid, or no stitched pair scored). "
-             f"{BOTH_SPACES}: **not zero-shot**: the combination needs both encoders' spaces at fit time (a map "
-             "estimated on parallel anchors of both, or a regularizer trained on the other encoders' banks), "
-             "which a zero-shot method never sees; it is ranked with the others, as on the task's page, and its "
-             "place is an upper reference for the zero-shot ones.\n")
+             f"{BOTH_SPACES}: {BOTH_SPACES_MEANING}.\n")
     return "\n".join([intro, *(_group_section(GROUP_TITLES[g], tasks, short, budgets)
                               for g, tasks in groups.items())])

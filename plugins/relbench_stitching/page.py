@@ -29,7 +29,8 @@ from relbench_stitching.sections import (diagnostics_section, encoder_report_sec
 pd = deferred_import("pandas")
 
 __all__ = ["COMBO", "Scored", "colour_scale", "encoder_views", "headline", "held_out_section", "index_cells",
-           "meaning", "pair_kind_section", "pair_kinds", "ranking", "ranking_marks", "score", "stitching_page", "summary_cells"]
+           "meaning", "pair_kind_section", "pair_kinds", "ranking", "ranking_marks", "score", "stitching_page",
+           "summary_cells"]
 
 
 def stitching_page(df: pd.DataFrame, page: Page, held_out: bool = False, scored: Scored | None = None) -> str:
