@@ -1093,10 +1093,11 @@ class TaskKind(Plugin, ABC):
         return None
 
     def ranking_marks(self, results: pd.DataFrame) -> dict[str, list[str]]:
-        """Marks on combinations of :meth:`ranking` wherever the index ranks them across
-        tasks: label → ``[mark, meaning]``, a short symbol printed after the label and
-        what it means, printed once under the ranking (e.g. a combination that reads
-        what the others may not). Default: none."""
+        """Marks on this task's combinations wherever the index names them (its ranking
+        across tasks, and the task's line when one is its best): label → ``[mark,
+        meaning]``, a short symbol printed after the label and what it means, printed
+        once under the table (e.g. a combination that reads what the others may not).
+        Default: none."""
         return {}
 
     def index_cells(self, results: pd.DataFrame, page: Page) -> list[dict[str, Any]] | None:

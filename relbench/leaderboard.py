@@ -334,8 +334,9 @@ def task_page(out: Path, task: Task, store: ResultStore | None = None) -> Page:
 
 def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Holding, matrix: bool = False,
           drawn_at: str | None = None) -> dict:
-    """Write one task's page; return its manifest entry (files, index line, ranking,
-    the cells of its kind's index section, with ``matrix`` (the task is another's
+    """Write one task's page; return its manifest entry (files, index line, whose best
+    combination carries its mark (``best_mark``, :meth:`TaskKind.ranking_marks`), ranking
+    and its marks, the cells of its kind's index section, with ``matrix`` (the task is another's
     companion) its matrix cells, and :meth:`Holding.record`: what the page was drawn
     from). ``drawn_at``: the revision a release is drawn at (:func:`provenance`)."""
     df = store.load(task.name, units=units)
@@ -365,17 +366,20 @@ def _draw(store: ResultStore, out: Path, task: Task, units: list[str], held: Hol
             + protocol_section(task, df))
     atomic_write_bytes(path, (head + "\n" + body).encode())
     _remove_stale_figures(page)
+    ranking = kind.ranking(df) or None
+    marks = kind.ranking_marks(df) if ranking or headline else {}
+    best_mark = marks.get(headline["best"]) if headline else None
     if headline:
         ref = headline.get("reference", np.nan)
-        line = [f"[{task.name}]({task.name}.md)", kind.name, headline["best"], headline["metric"],
-                headline_score(headline), fmt(ref), fmt(reference_gap(headline["score"], ref, direction))]
+        line = [f"[{task.name}]({task.name}.md)", kind.name, crosstask.marked(headline["best"], marks),
+                headline["metric"], headline_score(headline), fmt(ref),
+                fmt(reference_gap(headline["score"], ref, direction))]
     else:
         line = [f"[{task.name}]({task.name}.md)", kind.name, "see page", "", "", "", ""]
     files = [path.name, *(str(f.relative_to(out)) for f in page.written)]
     matrices = {"matrix": kind.matrix_cells(df, page)} if matrix else {}
-    ranking = kind.ranking(df) or None
-    return {"files": files, "index": line, "ranking": ranking, "marks": (kind.ranking_marks(df) or None) if ranking
-            else None, "cells": kind.index_cells(df, page),
+    return {"files": files, "index": line, "best_mark": best_mark, "ranking": ranking,
+            "marks": (marks or None) if ranking else None, "cells": kind.index_cells(df, page),
             **matrices, **held.record(store, df, out)}
 
 
@@ -595,6 +599,7 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
     index_rows = [[*e["index"], origin(e)] for e in entries.values() if e.get("index")]
     ranks = {name: e["ranking"] for name, e in entries.items() if e.get("ranking")}
     marks = {label: mark for e in entries.values() if e.get("ranking") for label, mark in (e.get("marks") or {}).items()}
+    best_marks = {name: e["best_mark"] for name, e in entries.items() if e.get("index") and e.get("best_mark")}
     newest = [e["newest"] for e in entries.values() if isinstance(e.get("newest"), (int, float))]
     date = time.strftime("%Y-%m-%d", time.gmtime(max(newest))) if newest else None
     lines = ["# relbench leaderboards\n",
@@ -622,6 +627,8 @@ def _render(store: ResultStore, out: Path, tasks: list[Task], current: dict[str,
              tabulate(index_rows, headers=["task", "kind", "best combination", "metric", "best score",
                                            "reference", "gap", "drawn from"], tablefmt="pipe",
                       disable_numparse=True)]
+    if best_marks:  # what a mark after a best combination means (the kind's, as in its ranking)
+        lines.append("\n" + crosstask.legend(list(best_marks), best_marks))
     if ranks:
         entries[DIAGRAM] = _cross_task(out, ranks, marks, manifest.get(DIAGRAM), redraw)
         lines.append(entries[DIAGRAM]["section"])

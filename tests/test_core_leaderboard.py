@@ -560,3 +560,21 @@ def test_a_published_index_marks_in_its_ranking_across_tasks_what_the_pages_mark
     rows = [line.split("|")[1].strip() for line in across.splitlines() if line.startswith("| random")]
     assert sorted(rows) == ["random · cosine · relative", "random · euclidean · relative", "random · procrustes ‡"]
     assert across.count("‡: **not zero-shot**") == 1
+    # the tasks' lines mark a best combination the same way, and say once what the mark means
+    index = (path.parent / "boards" / "README.md").read_text()
+    lines = {line.split("|")[1].strip(): line.split("|")[3].strip() for line in index.splitlines()
+             if line.startswith("| [")}
+    assert set(lines) == {"[first](first.md)", "[second](second.md)"}
+    assert set(lines.values()) == {"random · cosine · relative"}  # not marked: zero-shot
+    assert "‡" not in index.split("## Tasks")[1].split("## Methods across tasks")[0]
+
+
+def test_a_best_combination_the_kind_marks_is_marked_on_its_task_s_line(registry, cli_main, write_yaml):
+    # the toy encoders are rotations of one space: the absolute stitcher fails, Procrustes undoes them
+    path = _two_ranked_tasks(write_yaml, "similarities: [cosine], stitchers: [absolute, procrustes]")
+    assert cli_main(["run", str(path), "-q"]) == 0
+    index = (path.parent / "boards" / "README.md").read_text()
+    lines = [line.split("|")[3].strip() for line in index.splitlines() if line.startswith("| [")]
+    assert lines == ["random · procrustes ‡", "random · procrustes ‡"]
+    tasks_part = index.split("## Tasks")[1]
+    assert tasks_part.count("‡: **not zero-shot**") == 1  # its meaning, once under the tasks' lines

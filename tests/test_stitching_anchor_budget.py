@@ -180,3 +180,17 @@ def test_a_method_that_prunes_its_anchors_shows_how_many_it_kept_beside_those_it
         assert cells[names.index("kept")] == f"{expected:.1f}"
     relative = next(line for line in curve.splitlines() if "| relative " in line and "| 32 " in line)
     assert [c.strip() for c in relative.strip("|").split("|")][names.index("kept")] == "-"
+
+
+def test_a_combination_that_needs_both_spaces_is_marked_where_the_index_names_it():
+    """Procrustes fits its map on both spaces' anchors: the kind marks it (the index's
+    line of the task, when it is the best, and its ranking) as the stitching kind does."""
+    from relbench_irp.stitchers import ProcrustesStitcher
+    from relbench_stitching.cells import BOTH_SPACES
+
+    task = _task([spec(RandomAnchors)], stitchers=[spec(RelativeDecoder, **HEAD), spec(ProcrustesStitcher, **HEAD)],
+                 budgets=[8, 32])
+    run = RecordingRun(task, banks=_banks(), dataset=DATA)
+    run.run()
+    marks = AnchorBudget(budgets=[8, 32]).ranking_marks(run.frame())
+    assert {label: mark for label, (mark, _) in marks.items()} == {"random · procrustes": BOTH_SPACES}

@@ -38,6 +38,7 @@ from typing import Any, ClassVar, Literal
 from relbench.api import deferred_import
 from relbench.api import Anchors, Axis, Page, PluginSpec, ResultRow, Task, TaskKind, TaskRunAPI, UnitKey
 from relbench_stitching import budget_index, budget_page
+from relbench_stitching.cells import ranking_marks
 from relbench_stitching.grid import COMBO, Unit, plan_units, unit_key
 from relbench_stitching.kind import Stitching
 from relbench_stitching.running import EncoderWidths, UnitRun
@@ -174,6 +175,11 @@ class AnchorBudget(TaskKind):
     def meaning(self, headline: dict | None, direction: str) -> str:
         """How few anchors the best method needs for 95 % of its full-budget score."""
         return budget_page.meaning(headline) or super().meaning(headline, direction)
+
+    def ranking_marks(self, results: pd.DataFrame) -> dict[str, list[str]]:
+        """The combinations that need both encoders' spaces at fit time, marked as the
+        stitching kind marks them (not zero-shot)."""
+        return ranking_marks(results)
 
     def claim_rows(self, results: pd.DataFrame) -> pd.DataFrame:
         """Stitched cells only: a decoder evaluated on another encoder than its own."""
